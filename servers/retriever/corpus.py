@@ -1,0 +1,121 @@
+"""The corpus: a JSONL file read as a stream, and a row-addressed store over it.
+
+Records are UltraRAG `{"id", "contents"}` or BEIR `{"_id", "title", "text"}` (title and text
+joined by a space); other fields are kept as metadata. A record without an id gets its row
+number. The store keeps only ids and byte offsets in memory and reads a document's text from
+the memory-mapped file when a hit needs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import CorpusError
+from .types import Document
+
+_ID_KEYS = ("id", "_id")
+_TEXT_KEYS = ("contents", "title", "text")
+
+
+def parse_record(raw: bytes | str, row: int, where: str) -> Document:
+    """One JSONL line -> Document; `where` (file:line) goes into every error."""
+    try:
+        rec = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise CorpusError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(rec, dict):
+        raise CorpusError(f"{where}: a record must be a JSON object, got {type(rec).__name__}")
+    if "contents" in rec:
+        text = rec["contents"]
+    elif "text" in rec or "title" in rec:
+        parts = [rec.get("title") or "", rec.get("text") or ""]
+        if not all(isinstance(p, str) for p in parts):
+            raise CorpusError(f"{where}: 'title' and 'text' must be strings")
+        text = " ".join(p for p in parts if p)
+    else:
+        raise CorpusError(
+            f"{where}: no text field; a record needs 'contents' (UltraRAG) or 'title'/'text' (BEIR),"
+            f" found keys {sorted(rec)}"
+        )
+    if not isinstance(text, str):
+        raise CorpusError(f"{where}: the text field must be a string, got {type(text).__name__}")
+    raw_id = next((rec[k] for k in _ID_KEYS if k in rec), row)
+    if not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
+        raise CorpusError(f"{where}: the id must be a string or an integer, got {raw_id!r}")
+    metadata = {k: v for k, v in rec.items() if k not in _ID_KEYS and k not in _TEXT_KEYS}
+    return Document(id=str(raw_id), text=text, metadata=metadata)
+
+
+def iter_lines(path: Path, digest: Any = None) -> Iterator[tuple[int, int, bytes]]:
+    """(line number from 1, byte offset, line) for every non-blank line; feeds `digest` all bytes."""
+    offset = 0
+    with path.open("rb") as f:
+        for lineno, line in enumerate(f, start=1):
+            if digest is not None:
+                digest.update(line)
+            if line.strip():
+                yield lineno, offset, line
+            offset += len(line)
+
+
+class DocStore:
+    """Ids and byte offsets of every record; texts are read on demand."""
+
+    def __init__(self, path: Path, ids: list[str], starts: np.ndarray, ends: np.ndarray, fingerprint: str):
+        self.path = path
+        self.ids = ids
+        self._starts = starts
+        self._ends = ends
+        self.fingerprint = fingerprint
+        self._file = path.open("rb")
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+
+    @classmethod
+    def open(cls, path: str | Path) -> DocStore:
+        """Validate the whole file in one streaming pass; record ids, offsets and a sha256."""
+        path = Path(path)
+        if not path.is_file():
+            raise CorpusError(f"corpus file not found: {path} (set corpus_path in parameter.yaml)")
+        digest = hashlib.sha256()
+        ids: list[str] = []
+        seen: dict[str, int] = {}
+        starts: list[int] = []
+        ends: list[int] = []
+        for lineno, offset, line in iter_lines(path, digest):
+            doc = parse_record(line, len(ids), f"{path}:{lineno}")
+            if doc.id in seen:
+                raise CorpusError(f"{path}:{lineno}: duplicate id {doc.id!r} (first seen on line {seen[doc.id]})")
+            seen[doc.id] = lineno
+            ids.append(doc.id)
+            starts.append(offset)
+            ends.append(offset + len(line))
+        if not ids:
+            raise CorpusError(f"{path}: the corpus is empty (no records)")
+        return cls(path, ids, np.asarray(starts, np.int64), np.asarray(ends, np.int64), digest.hexdigest())
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def get(self, row: int) -> Document:
+        raw = self._map[int(self._starts[row]) : int(self._ends[row])]
+        return parse_record(raw, row, f"{self.path}:row {row}")
+
+    def texts(self, start: int = 0, stop: int | None = None) -> Iterator[str]:
+        """Texts of rows [start, stop) in order, read from the file as a stream."""
+        stop = len(self) if stop is None else stop
+        for row in range(start, stop):
+            yield self.get(row).text
+
+    def close(self) -> None:
+        self._map.close()
+        self._file.close()
+
+    def info(self) -> dict[str, Any]:
+        return {"path": str(self.path), "documents": len(self), "fingerprint": self.fingerprint}

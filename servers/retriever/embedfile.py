@@ -1,0 +1,79 @@
+"""The embedding matrix on disk: `<name>.npy` written in chunks, with a `<name>.npy.json` sidecar.
+
+The matrix is written through `numpy.lib.format.open_memmap` a chunk at a time, so memory stays
+at one chunk. Crash safety: the new matrix goes to a temporary name; the old sidecar is removed
+before the new matrix is renamed into place and the new sidecar written last. A matrix without
+its sidecar is refused, so a crash never leaves a matrix that loads as the wrong one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.lib.format import open_memmap
+
+from .corpus import DocStore
+from .embedders import Embedder
+from .errors import AlreadyExistsError, ConfigError, IndexMismatchError
+from .persist import FORMAT_VERSION, atomic_write_text, check_manifest
+
+
+def sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".json")
+
+
+def write_embeddings(
+    path: Path, docs: DocStore, embedder: Embedder, chunk: int, overwrite: bool,
+    manifest: dict[str, Any], progress: bool = True,
+) -> dict[str, Any]:
+    if path.suffix != ".npy":
+        raise ConfigError(f"embedding_path must end with .npy, got {path}")
+    if path.exists() and not overwrite:
+        raise AlreadyExistsError(f"{path} exists; pass overwrite=true to replace it")
+    from tqdm import tqdm
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    n = len(docs)
+    out = open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, embedder.dimension))
+    try:
+        with tqdm(total=n, desc="embed", unit="doc", file=sys.stderr, disable=not progress) as bar:
+            for start in range(0, n, chunk):
+                stop = min(start + chunk, n)
+                out[start:stop] = embedder.encode_passages(list(docs.texts(start, stop)))
+                bar.update(stop - start)
+        out.flush()
+        del out
+        with tmp.open("rb") as f:
+            os.fsync(f.fileno())
+        sidecar(path).unlink(missing_ok=True)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    full = {"format_version": FORMAT_VERSION, **manifest}
+    atomic_write_text(sidecar(path), json.dumps(full, indent=2))
+    return full
+
+
+def open_embeddings(path: Path, expected: dict[str, Any]) -> np.ndarray:
+    """The matrix as a read-only memmap, after checking its sidecar against `expected`."""
+    if not path.is_file():
+        raise IndexMismatchError(f"embedding file not found: {path}; call retriever_embed first")
+    try:
+        manifest = json.loads(sidecar(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        raise IndexMismatchError(
+            f"{path} has no readable manifest {sidecar(path).name} (an interrupted write or a file from "
+            "elsewhere); call retriever_embed(overwrite=true)"
+        ) from None
+    check_manifest(manifest, expected, path, "call retriever_embed(overwrite=true)")
+    matrix = np.load(path, mmap_mode="r")
+    if matrix.shape != (expected["count"], expected["dimension"]):
+        raise IndexMismatchError(f"{path}: shape {matrix.shape}, expected ({expected['count']}, {expected['dimension']})")
+    return matrix

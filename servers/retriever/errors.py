@@ -1,0 +1,51 @@
+"""One root error; each subclass names what went wrong and how to fix it."""
+
+from __future__ import annotations
+
+
+class RetrieverError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class ConfigError(RetrieverError):
+    """parameter.yaml or a tool argument has a wrong key, type or value."""
+
+
+class CorpusError(RetrieverError):
+    """The corpus file cannot be read: bad JSON, no text field, duplicate id, empty."""
+
+
+class NotInitializedError(RetrieverError):
+    """A tool was called before `retriever_init`."""
+
+    def __init__(self, tool: str) -> None:
+        super().__init__(f"{tool}: the retriever is not initialised; call retriever_init first")
+
+
+class IndexMissingError(RetrieverError):
+    """A search ran before its index was built or loaded."""
+
+
+class IndexMismatchError(RetrieverError):
+    """A saved index or embedding file does not belong to this corpus or model."""
+
+
+class AlreadyExistsError(RetrieverError):
+    """An output exists and `overwrite` is false."""
+
+
+class MissingDependencyError(RetrieverError):
+    """An optional extra is not installed."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(
+            f"the module {module!r} is not installed; run: pip install 'mcp-retriever[{extra}]'"
+        )
+
+
+class NotYetSupportedError(RetrieverError):
+    """A documented option whose backend is not active in this release."""
+
+
+class InvalidInputError(RetrieverError):
+    """A tool argument is out of range or of the wrong shape."""

@@ -1,0 +1,23 @@
+"""The contract every vector index meets: rows in, (rows, scores) out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class VectorIndex(Protocol):
+    dimension: int
+    manifest: dict[str, Any]
+
+    def __len__(self) -> int: ...
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Best first: rows (n, k') int64 and scores (n, k') float32, k' = min(k, len)."""
+        ...
+
+    def save(self, folder: Path, manifest: dict[str, Any]) -> None:
+        """Publish atomically with `manifest` (model, dimension, count, corpus fingerprint)."""
+        ...

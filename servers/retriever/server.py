@@ -1,0 +1,153 @@
+"""The MCP layer: thin tools over the engine, nothing else.
+
+Replies are lean. The result travels once, as `structuredContent`; a small result (under
+`TEXT_COPY_LIMIT` bytes of JSON) is also given as compact JSON text for clients that read only
+text, as the MCP spec suggests, while a large one (a batch of passages) gets a one-line note
+instead of a second copy. `return_text=false` drops the passages and keeps ids and scores.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.tools.base import ToolResult
+from mcp.types import TextContent
+
+from .engine import Retriever
+from .errors import RetrieverError
+from .types import Hit
+
+log = logging.getLogger(__name__)
+TEXT_COPY_LIMIT = 64 * 1024
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def format_hits(results: list[list[Hit]], return_text: bool = True, return_metadata: bool = False) -> dict[str, Any]:
+    """UltraRAG's `ret_psg` plus `ret_ids` and `ret_scores` in the same nesting."""
+    out: dict[str, Any] = {}
+    if return_text:
+        out["ret_psg"] = [[h.text for h in hits] for hits in results]
+    out["ret_ids"] = [[h.id for h in hits] for hits in results]
+    out["ret_scores"] = [[round(h.score, 6) for h in hits] for hits in results]
+    if return_metadata:
+        out["ret_meta"] = [[h.metadata for h in hits] for hits in results]
+    return out
+
+
+def format_batch(groups: list[list[list[Hit]]], return_text: bool = True, return_metadata: bool = False) -> dict[str, Any]:
+    """`ret_psg_ls` (and `ret_ids_ls`, `ret_scores_ls`): one more level, one entry per group."""
+    per_group = [format_hits(g, return_text, return_metadata) for g in groups]
+    keys = per_group[0].keys() if per_group else ()
+    return {f"{k}_ls": [g[k] for g in per_group] for k in keys}
+
+
+def reply(payload: dict[str, Any]) -> ToolResult:
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    if len(text) > TEXT_COPY_LIMIT:
+        text = f"{len(text)} bytes of results in structuredContent (keys: {', '.join(payload)})"
+    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+
+
+def tool_errors(fn: F) -> F:
+    """Our errors reach the client as tool errors with their message, nothing else."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RetrieverError as e:
+            log.error("%s: %s", fn.__name__, e)
+            raise ToolError(str(e)) from e
+
+    return wrapper  # type: ignore[return-value]
+
+
+def build_server(engine: Retriever) -> FastMCP:
+    mcp = FastMCP("retriever", instructions="Dense, BM25 search over a local corpus. Call retriever_init first.")
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def retriever_init(
+        model_name_or_path: str | None = None,
+        corpus_path: str | None = None,
+        embedding_path: str | None = None,
+        backend: str | None = None,
+        backend_configs: dict[str, Any] | None = None,
+        index_backend: str | None = None,
+        index_backend_configs: dict[str, Any] | None = None,
+        batch_size: int | None = None,
+        gpu_ids: str | int | None = None,
+        is_multimodal: bool | None = None,
+        is_demo: bool | None = None,
+        collection_name: str | None = None,
+        top_k: int | None = None,
+        query_instruction: str | None = None,
+        overwrite: bool | None = None,
+    ) -> ToolResult:
+        """Load the corpus, the embedding model and any saved indexes. Arguments override parameter.yaml."""
+        args = {k: v for k, v in locals().items() if v is not None}
+        return reply(engine.init(**args))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def retriever_embed(embedding_path: str | None = None, overwrite: bool | None = None) -> ToolResult:
+        """Embed the corpus into an .npy file, a chunk at a time (progress on the server's stderr)."""
+        return reply(engine.embed(embedding_path, overwrite))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def retriever_index(
+        embedding_path: str | None = None, overwrite: bool | None = None, index_path: str | None = None
+    ) -> ToolResult:
+        """Build the FAISS index from the embedding file and save it with its manifest."""
+        return reply(engine.index(embedding_path, overwrite, index_path))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def retriever_search(
+        query_list: list[str] | str,
+        top_k: int | None = None,
+        query_instruction: str | None = None,
+        return_text: bool = True,
+        return_metadata: bool = False,
+    ) -> ToolResult:
+        """Dense search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first."""
+        return reply(format_hits(engine.search(query_list, top_k, query_instruction), return_text, return_metadata))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def retriever_batch_search(
+        batch_query_list: list[list[str] | str],
+        top_k: int | None = None,
+        query_instruction: str | None = None,
+        return_text: bool = True,
+        return_metadata: bool = False,
+    ) -> ToolResult:
+        """Dense search for groups of queries. Returns ret_psg_ls, ret_ids_ls, ret_scores_ls."""
+        groups = engine.batch_search(batch_query_list, top_k, query_instruction)
+        return reply(format_batch(groups, return_text, return_metadata))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def bm25_index(overwrite: bool | None = None) -> ToolResult:
+        """Build the BM25 index over the corpus and save it; searchable at once."""
+        return reply(engine.bm25_index(overwrite))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def bm25_search(
+        query_list: list[str] | str,
+        top_k: int | None = None,
+        return_text: bool = True,
+        return_metadata: bool = False,
+    ) -> ToolResult:
+        """BM25 search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first."""
+        return reply(format_hits(engine.bm25_search(query_list, top_k), return_text, return_metadata))
+
+    return mcp

@@ -1,0 +1,102 @@
+"""BM25 over bm25s: English stopwords + Snowball stemming by default, jieba for `lang: zh`.
+
+The index and its tokenizer vocabulary are saved together, so a query is tokenized with the
+vocabulary the corpus was indexed with, in the process that built it and after a reload.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import BM25Config
+from .errors import IndexMismatchError, MissingDependencyError
+from .persist import publish, read_manifest
+from .ranking import top_k
+
+_WORD = re.compile(r"\w", re.UNICODE)
+
+
+def _jieba_split(text: str) -> list[str]:
+    try:
+        import jieba
+    except ImportError as e:
+        raise MissingDependencyError("jieba", "zh") from e
+    return [w for w in jieba.lcut(text) if _WORD.search(w)]
+
+
+def make_tokenizer(lang: str) -> Any:
+    from bm25s.tokenization import Tokenizer
+
+    if lang == "zh":
+        from bm25s.stopwords import STOPWORDS_CHINESE
+
+        return Tokenizer(lower=True, splitter=_jieba_split, stopwords=list(STOPWORDS_CHINESE), stemmer=None)
+    import Stemmer
+
+    return Tokenizer(lower=True, stopwords="en", stemmer=Stemmer.Stemmer("english"))
+
+
+class BM25Index:
+    kind = "bm25"
+
+    def __init__(self, model: Any, tokenizer: Any, manifest: dict[str, Any]) -> None:
+        self._model = model
+        self._tokenizer = tokenizer
+        self.manifest = manifest
+
+    @classmethod
+    def build(cls, texts: Iterable[str], cfg: BM25Config, show_progress: bool = True) -> BM25Index:
+        import bm25s
+
+        tokenizer = make_tokenizer(cfg.lang)
+        ids = tokenizer.tokenize(list(texts), update_vocab=True, return_as="ids", show_progress=show_progress)
+        model = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b)
+        model.index(ids, show_progress=show_progress)
+        params = {"lang": cfg.lang, "method": cfg.method, "k1": cfg.k1, "b": cfg.b}
+        return cls(model, tokenizer, params)
+
+    @classmethod
+    def load(cls, folder: Path, lang: str) -> BM25Index | None:
+        import bm25s
+
+        manifest = read_manifest(folder)
+        if manifest is None:
+            return None
+        if manifest.get("kind") != cls.kind:
+            raise IndexMismatchError(f"{folder} holds a {manifest.get('kind')!r} index, not bm25")
+        if manifest.get("lang") != lang:
+            raise IndexMismatchError(
+                f"{folder} was built for lang {manifest.get('lang')!r}, the config says {lang!r}; "
+                "call bm25_index(overwrite=true) to rebuild"
+            )
+        data = folder / manifest["data"]
+        model = bm25s.BM25.load(str(data), show_progress=False)
+        tokenizer = make_tokenizer(lang)
+        tokenizer.load_vocab(str(data))
+        return cls(model, tokenizer, manifest)
+
+    def __len__(self) -> int:
+        return int(self._model.scores["num_docs"])
+
+    def save(self, folder: Path, manifest: dict[str, Any]) -> None:
+        def write(path: Path) -> None:
+            self._model.save(str(path), show_progress=False)
+            self._tokenizer.save_vocab(str(path))
+
+        self.manifest = publish(folder, {**manifest, **self.manifest, "kind": self.kind}, write)
+
+    def search(self, queries: Sequence[str], k: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per query: rows best first and their scores (min(k, len) of them)."""
+        tokens = self._tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
+        rows_out, scores_out = [], []
+        for ids in tokens:
+            scores = self._model.get_scores_from_ids(ids or [0])
+            rows = top_k(scores, k)
+            rows_out.append(rows)
+            scores_out.append(scores[rows])
+        return rows_out, scores_out

@@ -1,0 +1,24 @@
+"""Small frozen values that flow from the engine to the MCP layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    id: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked result: the corpus row it came from, its id, text and score."""
+
+    row: int
+    id: str
+    text: str
+    score: float
+    metadata: dict[str, Any] = field(default_factory=dict)
