@@ -15,19 +15,40 @@ from .errors import RetrieverError
 log = logging.getLogger("retriever")
 
 
-def _engine(args: argparse.Namespace, **overrides: Any) -> Any:
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    """`--set a.b=value` pairs -> a nested dict; values are read as YAML (numbers, booleans...)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise RetrieverError(f"--set expects KEY=VALUE, got {item!r}")
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(raw)
+    return out
+
+
+def _retriever(args: argparse.Namespace) -> Any:
+    from .config import load_config
     from .engine import Retriever
 
-    engine = Retriever.from_yaml(args.config)
+    return Retriever(load_config(args.config, parse_sets(args.set)), args.config.resolve().parent)
+
+
+def _engine(args: argparse.Namespace, **overrides: Any) -> Any:
+    engine = _retriever(args)
     engine.init(**overrides)
     return engine
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .engine import Retriever
     from .server import build_server
 
-    engine = Retriever.from_yaml(args.config)
+    engine = _retriever(args)
     if args.init:
         engine.init()
     server = build_server(engine)
@@ -108,6 +129,9 @@ def parser() -> argparse.ArgumentParser:
     def add(name: str, help: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help)
         sp.add_argument("--config", type=Path, default=Path("parameter.yaml"), help="parameter.yaml to use")
+        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a YAML key (dotted path, YAML value), e.g. --set top_k=10; repeatable; "
+                        "relative paths resolve against the YAML's folder")
         return sp
 
     s = add("serve", "run the MCP server (stdio by default)")

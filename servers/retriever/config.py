@@ -40,7 +40,7 @@ class _Model(BaseModel):
 
 class STEncode(_Model):
     normalize_embeddings: bool = True
-    encode_chunk_size: int = Field(10000, ge=1)
+    encode_chunk_size: int = Field(2048, ge=1)
     q_prompt_name: str | None = "query"
     psg_prompt_name: str | None = "document"
     q_task: str | None = None

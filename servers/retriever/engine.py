@@ -72,7 +72,7 @@ class Retriever:
     def init(self, **overrides: Any) -> dict[str, Any]:
         """Load the corpus, the embedder and any saved indexes; refuse indexes that do not match."""
         with self._lock:
-            cfg = self.config.with_overrides(overrides, self.base_dir) if overrides else self.config
+            cfg = self.config.with_overrides(overrides, self.base_dir)
             if cfg.is_demo:
                 raise NotYetSupportedError("is_demo is accepted but not active in this release; set is_demo: false")
             if cfg.is_multimodal:

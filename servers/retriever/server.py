@@ -91,8 +91,13 @@ def build_server(engine: Retriever) -> FastMCP:
         overwrite: bool | None = None,
     ) -> ToolResult:
         """Load the corpus, the embedding model and any saved indexes. Arguments override parameter.yaml."""
-        args = {k: v for k, v in locals().items() if v is not None}
-        return reply(engine.init(**args))
+        return reply(engine.init(
+            model_name_or_path=model_name_or_path, corpus_path=corpus_path, embedding_path=embedding_path,
+            backend=backend, backend_configs=backend_configs, index_backend=index_backend,
+            index_backend_configs=index_backend_configs, batch_size=batch_size, gpu_ids=gpu_ids,
+            is_multimodal=is_multimodal, is_demo=is_demo, collection_name=collection_name, top_k=top_k,
+            query_instruction=query_instruction, overwrite=overwrite,
+        ))
 
     @mcp.tool(output_schema=None)
     @tool_errors

@@ -54,9 +54,9 @@ class BM25Index:
         import bm25s
 
         tokenizer = make_tokenizer(cfg.lang)
-        ids = tokenizer.tokenize(list(texts), update_vocab=True, return_as="ids", show_progress=show_progress)
+        tokens = tokenizer.tokenize(list(texts), update_vocab=True, return_as="tuple", show_progress=show_progress)
         model = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b)
-        model.index(ids, show_progress=show_progress)
+        model.index(tokens, show_progress=show_progress)  # the model keeps the tokenizer's vocabulary
         params = {"lang": cfg.lang, "method": cfg.method, "k1": cfg.k1, "b": cfg.b}
         return cls(model, tokenizer, params)
 
@@ -91,12 +91,16 @@ class BM25Index:
         self.manifest = publish(folder, {**manifest, **self.manifest, "kind": self.kind}, write)
 
     def search(self, queries: Sequence[str], k: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per query: rows best first and their scores (min(k, len) of them)."""
-        tokens = self._tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
+        """Per query: rows best first and their scores, at most k; documents that share no
+        term with the query (score 0) are not results, so a query of unknown words finds none."""
+        tokens = self._tokenizer.tokenize(list(queries), update_vocab=False, return_as="string", show_progress=False)
+        vocab = self._model.vocab_dict  # term -> column of the score matrix, saved with the model
         rows_out, scores_out = [], []
-        for ids in tokens:
-            scores = self._model.get_scores_from_ids(ids or [0])
+        for terms in tokens:
+            ids = [vocab[t] for t in terms if t in vocab]
+            scores = self._model.get_scores_from_ids(ids) if ids else np.zeros(len(self), np.float32)
             rows = top_k(scores, k)
+            rows = rows[scores[rows] > 0]
             rows_out.append(rows)
             scores_out.append(scores[rows])
         return rows_out, scores_out

@@ -1,0 +1,40 @@
+# Two commands for a fresh clone: `make demo` and `make test`. Both set up .venv first.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+SCIFACT := --set corpus_path=data/scifact/corpus.jsonl \
+	--set embedding_path=index/scifact/embedding.npy \
+	--set index_backend_configs.faiss.index_path=index/scifact/faiss \
+	--set backend_configs.bm25.save_path=index/scifact/bm25
+
+.PHONY: setup demo test test-fast eval-scifact bench clean
+
+$(BIN)/retriever: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+setup: $(BIN)/retriever
+
+demo: setup
+	$(BIN)/python scripts/demo.py --config parameter.yaml
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+eval-scifact: setup
+	$(BIN)/retriever index $(SCIFACT)
+	$(BIN)/retriever eval $(SCIFACT) --mode bm25 --queries data/scifact/queries.jsonl --qrels data/scifact/qrels/test.tsv
+	$(BIN)/retriever eval $(SCIFACT) --mode dense --queries data/scifact/queries.jsonl --qrels data/scifact/qrels/test.tsv
+
+bench: setup
+	$(BIN)/pip install --quiet psutil
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf index/sample index/scifact .pytest_cache

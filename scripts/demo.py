@@ -1,0 +1,51 @@
+"""The main job on the embedded default, end to end through the MCP server over stdio.
+
+Starts `retriever serve` as a subprocess, builds the dense and BM25 indexes of the shipped
+sample corpus through the tools, and prints the ranked passages for a few queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+
+QUERIES = [
+    "How do plants turn sunlight into sugar?",
+    "why do antibiotics not work against the flu",
+    "what causes earthquakes",
+]
+
+
+async def main(config: Path) -> None:
+    server = StdioTransport(
+        command=str(Path(sys.executable).with_name("retriever")),
+        args=["serve", "--config", str(config)],
+    )
+    async with Client(server, timeout=600) as client:
+        steps = [
+            ("retriever_init", {}),
+            ("retriever_embed", {"overwrite": True}),
+            ("retriever_index", {"overwrite": True}),
+            ("bm25_index", {"overwrite": True}),
+        ]
+        for tool, args in steps:
+            result = await client.call_tool(tool, args)
+            print(f"{tool}: {result.structured_content}")
+        for tool in ("retriever_search", "bm25_search"):
+            result = (await client.call_tool(tool, {"query_list": QUERIES, "top_k": 3})).structured_content
+            print(f"\n=== {tool} (top 3) ===")
+            for query, ids, scores, texts in zip(QUERIES, result["ret_ids"], result["ret_scores"], result["ret_psg"]):
+                print(f"\nQ: {query}")
+                for rank, (doc_id, score, text) in enumerate(zip(ids, scores, texts), start=1):
+                    print(f"  {rank}. [{doc_id}] {score:.3f}  {text}")
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--config", type=Path, default=Path("parameter.yaml"))
+    asyncio.run(main(p.parse_args().config.resolve()))

@@ -1,0 +1,126 @@
+"""Shared fixtures: a project folder with a parameter.yaml, engines and an in-memory MCP client.
+
+Everything is real: the packaged MiniLM, FAISS, bm25s, fastmcp's client and server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastmcp import Client
+
+from retriever import Retriever
+from retriever.config import load_config
+from retriever.server import build_server
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample_corpus.jsonl"
+SCIFACT = ROOT / "data" / "scifact"
+BIN = Path(sys.executable).parent
+
+
+def write_project(folder: Path, corpus: Path | str = SAMPLE, **overrides: Any) -> Path:
+    """A parameter.yaml in `folder` (relative output paths), the corpus copied beside it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus_path = Path(corpus)
+    if corpus_path.is_file():
+        shutil.copy(corpus_path, folder / "corpus.jsonl")
+    cfg = yaml.safe_load((ROOT / "parameter.yaml").read_text())
+    cfg.update(
+        corpus_path="corpus.jsonl",
+        embedding_path="out/embedding.npy",
+    )
+    cfg["backend_configs"]["bm25"]["save_path"] = "out/bm25"
+    cfg["index_backend_configs"]["faiss"]["index_path"] = "out/faiss"
+    for key, value in overrides.items():
+        cfg[key] = value
+    path = folder / "parameter.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def engine_for(config_path: Path) -> Retriever:
+    return Retriever(load_config(config_path), config_path.parent)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return write_project(tmp_path / "proj")
+
+
+@pytest.fixture
+def engine(project: Path) -> Retriever:
+    return engine_for(project)
+
+
+@pytest.fixture(scope="session")
+def built_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample corpus with dense and BM25 indexes built once for the session (read-only use)."""
+    path = write_project(tmp_path_factory.mktemp("built"))
+    e = engine_for(path)
+    e.init()
+    e.embed(progress=False)
+    e.index()
+    e.bm25_index(progress=False)
+    return path
+
+
+@pytest.fixture
+def built(built_project: Path) -> Retriever:
+    e = engine_for(built_project)
+    e.init()
+    return e
+
+
+class MCP:
+    """A real fastmcp Client over an in-memory transport, driven synchronously."""
+
+    def __init__(self, engine: Retriever) -> None:
+        self.server = build_server(engine)
+
+    def call(self, tool: str, args: dict[str, Any] | None = None) -> Any:
+        async def run() -> Any:
+            async with Client(self.server) as client:
+                return await client.call_tool(tool, args or {}, raise_on_error=False)
+
+        return asyncio.run(run())
+
+    def ok(self, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = self.call(tool, args)
+        assert not result.is_error, result.content[0].text
+        return result.structured_content
+
+    def error(self, tool: str, args: dict[str, Any] | None = None) -> str:
+        result = self.call(tool, args)
+        assert result.is_error, f"{tool} should have failed: {result.structured_content}"
+        return result.content[0].text
+
+
+@pytest.fixture
+def mcp(engine: Retriever) -> MCP:
+    return MCP(engine)
+
+
+@pytest.fixture
+def mcp_built(built: Retriever) -> MCP:
+    return MCP(built)
+
+
+def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "retriever"), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def cli_json(*args: str, cwd: Path = ROOT) -> Any:
+    proc = run_cli(*args, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)

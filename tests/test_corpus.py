@@ -1,0 +1,65 @@
+"""Corpus reading: both record formats, metadata kept, every bad input named by file and line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from retriever.corpus import DocStore
+from retriever.errors import CorpusError
+
+
+def corpus(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_ultrarag_and_beir_records_with_metadata(tmp_path: Path) -> None:
+    path = corpus(tmp_path, [
+        json.dumps({"id": "a", "contents": "first passage", "year": 2020}),
+        "",
+        "   ",
+        json.dumps({"_id": 7, "title": "A title", "text": "the body", "metadata": {"k": 1}}),
+        json.dumps({"_id": "t", "title": "", "text": "only text"}),
+        json.dumps({"contents": "no id: the row is the id"}),
+    ])
+    docs = DocStore.open(path)
+    assert docs.ids == ["a", "7", "t", "3"]
+    assert docs.get(0).text == "first passage" and docs.get(0).metadata == {"year": 2020}
+    assert docs.get(1).text == "A title the body" and docs.get(1).metadata == {"metadata": {"k": 1}}
+    assert docs.get(2).text == "only text"
+    assert list(docs.texts(1, 3)) == ["A title the body", "only text"]
+
+
+def test_fingerprint_changes_with_content(tmp_path: Path) -> None:
+    a = DocStore.open(corpus(tmp_path, [json.dumps({"id": "a", "contents": "x"})])).fingerprint
+    b = DocStore.open(corpus(tmp_path, [json.dumps({"id": "a", "contents": "y"})])).fingerprint
+    assert a != b
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        pytest.param(['{"id": "a", "contents": "ok"}', '{"id": "b", "contents": '], "c.jsonl:2: invalid JSON", id="bad-json"),
+        pytest.param(['{"id": "a", "body": "x"}'], "c.jsonl:1: no text field", id="no-text"),
+        pytest.param(['{"id": "a", "contents": 5}'], "c.jsonl:1: the text field must be a string", id="text-not-string"),
+        pytest.param(['["a", "b"]'], "c.jsonl:1: a record must be a JSON object", id="not-object"),
+        pytest.param(
+            ['{"id": "a", "contents": "x"}', "", '{"id": "a", "contents": "y"}'],
+            "c.jsonl:3: duplicate id 'a' (first seen on line 1)", id="duplicate-id",
+        ),
+        pytest.param(['{"id": [1], "contents": "x"}'], "c.jsonl:1: the id must be", id="bad-id"),
+        pytest.param(["", "  "], "the corpus is empty", id="empty"),
+    ],
+)
+def test_bad_corpus_is_named_by_file_and_line(tmp_path: Path, lines: list[str], message: str) -> None:
+    with pytest.raises(CorpusError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        DocStore.open(corpus(tmp_path, lines))
+
+
+def test_missing_corpus_file(tmp_path: Path) -> None:
+    with pytest.raises(CorpusError, match="corpus file not found"):
+        DocStore.open(tmp_path / "nope.jsonl")

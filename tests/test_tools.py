@@ -1,0 +1,167 @@
+"""The tools through a real MCP client (in memory): order of calls, shapes, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retriever.corpus import DocStore
+
+from conftest import MCP, engine_for, write_project
+
+Q = "How do plants turn sunlight into sugar?"
+
+
+@pytest.mark.parametrize(
+    "tool, args",
+    [
+        pytest.param("retriever_embed", {}, id="embed"),
+        pytest.param("retriever_index", {}, id="index"),
+        pytest.param("retriever_search", {"query_list": Q}, id="search"),
+        pytest.param("retriever_batch_search", {"batch_query_list": [[Q]]}, id="batch"),
+        pytest.param("bm25_index", {}, id="bm25-index"),
+        pytest.param("bm25_search", {"query_list": Q}, id="bm25-search"),
+    ],
+)
+def test_tools_before_init_say_to_call_init(mcp: MCP, tool: str, args: dict) -> None:
+    assert "call retriever_init first" in mcp.error(tool, args)
+
+
+def test_search_before_any_index_says_which_tool_to_call(mcp: MCP) -> None:
+    status = mcp.ok("retriever_init")
+    assert status["dense_index"] is None and status["bm25_index"] is None
+    assert "call retriever_embed then retriever_index" in mcp.error("retriever_search", {"query_list": Q})
+    assert "call bm25_index" in mcp.error("bm25_search", {"query_list": Q})
+
+
+def test_full_flow_dense_then_bm25_in_one_process(mcp: MCP, project: Path) -> None:
+    mcp.ok("retriever_init")
+    emb = mcp.ok("retriever_embed")
+    assert emb["count"] == 30 and emb["dimension"] == 384
+    assert np.load(project.parent / "out" / "embedding.npy").shape == (30, 384)
+    mcp.ok("retriever_index")
+    dense = mcp.ok("retriever_search", {"query_list": [Q], "top_k": 3})
+    assert dense["ret_ids"][0][0] == "doc00"
+    assert dense["ret_psg"][0][0].startswith("Photosynthesis")
+    assert dense["ret_scores"][0] == sorted(dense["ret_scores"][0], reverse=True)
+    # UltraRAG's fault: BM25 search failed right after bm25_index in the same process.
+    mcp.ok("bm25_index")
+    sparse = mcp.ok("bm25_search", {"query_list": [Q], "top_k": 3})
+    assert "doc00" in sparse["ret_ids"][0]
+
+
+def test_a_single_query_string_is_a_list_of_one(mcp_built: MCP) -> None:
+    one = mcp_built.ok("retriever_search", {"query_list": Q, "top_k": 2})
+    many = mcp_built.ok("retriever_search", {"query_list": [Q], "top_k": 2})
+    assert one["ret_ids"] == many["ret_ids"] and len(one["ret_psg"]) == 1
+
+
+@pytest.mark.parametrize("tool", ["retriever_search", "bm25_search"])
+def test_top_k_beyond_the_corpus_returns_each_document_once(mcp_built: MCP, built, tool: str) -> None:
+    query = "the" if tool == "retriever_search" else "the water cycle and the moon and the heart"
+    out = mcp_built.ok(tool, {"query_list": [query], "top_k": 1000})
+    ids = out["ret_ids"][0]
+    assert len(ids) == len(set(ids))  # no padding with a repeated last document
+    if tool == "retriever_search":
+        assert len(ids) == 30
+    assert out["ret_scores"][0] == sorted(out["ret_scores"][0], reverse=True)
+    records = [json.loads(line) for line in open(built.config.corpus_path)]
+    texts = {r["id"]: r["contents"] for r in records}
+    assert all(texts[i] == t for i, t in zip(ids, out["ret_psg"][0]))  # text belongs to its id
+
+
+@pytest.mark.parametrize("top_k", [0, -3])
+@pytest.mark.parametrize("tool", ["retriever_search", "bm25_search"])
+def test_top_k_below_one_is_an_error(mcp_built: MCP, tool: str, top_k: int) -> None:
+    assert "top_k must be an integer >= 1" in mcp_built.error(tool, {"query_list": Q, "top_k": top_k})
+
+
+@pytest.mark.parametrize(
+    "tool, args, message",
+    [
+        pytest.param("retriever_search", {"query_list": []}, "non-empty list", id="empty-list"),
+        pytest.param("bm25_search", {"query_list": []}, "non-empty list", id="bm25-empty-list"),
+        pytest.param("retriever_batch_search", {"batch_query_list": []}, "non-empty list", id="empty-batch"),
+    ],
+)
+def test_bad_query_lists(mcp_built: MCP, tool: str, args: dict, message: str) -> None:
+    assert message in mcp_built.error(tool, args)
+
+
+def test_batch_search_keeps_the_groups(mcp_built: MCP) -> None:
+    groups = [[Q, "what causes earthquakes"], ["black holes"], "inflation and interest rates"]
+    out = mcp_built.ok("retriever_batch_search", {"batch_query_list": groups, "top_k": 2})
+    assert [len(g) for g in out["ret_psg_ls"]] == [2, 1, 1]
+    assert out["ret_ids_ls"][0][1][0] == "doc11" and out["ret_ids_ls"][1][0][0] == "doc07"
+    single = mcp_built.ok("retriever_search", {"query_list": ["black holes"], "top_k": 2})
+    assert out["ret_ids_ls"][1] == single["ret_ids"] and out["ret_scores_ls"][1] == single["ret_scores"]
+
+
+def test_ids_and_scores_without_text(mcp_built: MCP) -> None:
+    out = mcp_built.ok("retriever_search", {"query_list": Q, "top_k": 3, "return_text": False})
+    assert set(out) == {"ret_ids", "ret_scores"}
+
+
+def test_metadata_on_request(mcp_built: MCP) -> None:
+    out = mcp_built.ok("bm25_search", {"query_list": "vaccines immune memory", "top_k": 1, "return_metadata": True})
+    assert out["ret_meta"][0][0] == {"topic": "medicine", "year": 2021}
+
+
+def test_small_replies_carry_one_compact_text_copy(mcp_built: MCP) -> None:
+    result = mcp_built.call("retriever_search", {"query_list": Q, "top_k": 2})
+    assert json.loads(result.content[0].text) == result.structured_content
+    assert ", " not in result.content[0].text.split('"ret_ids"')[1]  # compact separators
+
+
+def test_large_replies_are_not_sent_twice(mcp_built: MCP) -> None:
+    result = mcp_built.call("retriever_search", {"query_list": [Q] * 200, "top_k": 30})
+    assert len(result.content[0].text) < 200
+    assert "structuredContent" in result.content[0].text
+    assert len(result.structured_content["ret_psg"]) == 200
+
+
+def test_embed_refuses_to_overwrite_unless_asked(mcp_built: MCP) -> None:
+    assert "pass overwrite=true" in mcp_built.error("retriever_embed")
+    assert "pass overwrite=true" in mcp_built.error("retriever_index")
+    assert "pass overwrite=true" in mcp_built.error("bm25_index")
+
+
+def test_bm25_index_overwrite_on_an_existing_index(mcp_built: MCP, built_project: Path) -> None:
+    before = mcp_built.ok("bm25_search", {"query_list": Q, "top_k": 3})
+    # UltraRAG's fault: bm25_index(overwrite=True) failed on an existing index.
+    assert mcp_built.ok("bm25_index", {"overwrite": True})["count"] == 30
+    assert mcp_built.ok("bm25_search", {"query_list": Q, "top_k": 3}) == before
+    assert len(list((built_project.parent / "out" / "bm25").glob("data-*"))) == 1  # the old version is gone
+
+
+def test_embeddings_are_written_a_chunk_at_a_time_with_the_same_result(tmp_path: Path, built_project: Path) -> None:
+    path = write_project(tmp_path / "p", backend_configs={
+        "sentence_transformers": {"sentence_transformers_encode": {"encode_chunk_size": 7}}})
+    e = engine_for(path)
+    e.init()
+    calls: list[int] = []
+    encode = e.embedder.encode_passages
+    e.embedder.encode_passages = lambda texts: calls.append(len(texts)) or encode(texts)  # type: ignore[method-assign]
+    e.embed(progress=False)
+    assert calls == [7, 7, 7, 7, 2]
+    chunked = np.load(tmp_path / "p" / "out" / "embedding.npy")
+    whole = np.load(built_project.parent / "out" / "embedding.npy")
+    assert np.allclose(chunked, whole, atol=1e-5)
+
+
+def test_embed_shows_progress_on_stderr_not_stdout(engine, capsys: pytest.CaptureFixture[str]) -> None:
+    engine.init()
+    engine.embed()
+    captured = capsys.readouterr()
+    assert "embed" in captured.err and "30/30" in captured.err
+    assert captured.out == ""
+
+
+def test_hits_match_the_corpus_rows(built) -> None:
+    docs = DocStore.open(built.config.corpus_path)
+    for hits in built.search(["heart chambers", "printing press"], top_k=30):
+        for h in hits:
+            assert docs.ids[h.row] == h.id and docs.get(h.row).text == h.text
