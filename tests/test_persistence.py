@@ -1,0 +1,143 @@
+"""Saved indexes: manifests, refusal of a mismatch at init, crash safety of every write."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retriever.errors import IndexMismatchError
+from retriever.persist import publish, read_manifest
+
+from conftest import MCP, engine_for, write_project
+
+Q = "what causes earthquakes"
+
+
+def copy_built(built_project: Path, dest: Path) -> Path:
+    shutil.copytree(built_project.parent, dest)
+    return dest / "parameter.yaml"
+
+
+def test_saved_indexes_load_at_init_with_their_manifests(built_project: Path) -> None:
+    e = engine_for(built_project)
+    status = e.init()
+    assert status["dense_index"] == 30 and status["bm25_index"] == 30
+    manifest = json.loads((built_project.parent / "out" / "faiss" / "manifest.json").read_text())
+    assert manifest["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert manifest["dimension"] == 384 and manifest["count"] == 30 and manifest["format_version"] == 1
+    assert manifest["corpus_fingerprint"] == e.docs.fingerprint
+    assert e.search(Q, top_k=1)[0][0].id == "doc11"
+
+
+def test_a_changed_corpus_is_refused_at_init_not_at_search(tmp_path: Path, built_project: Path) -> None:
+    path = copy_built(built_project, tmp_path / "p")
+    corpus = path.parent / "corpus.jsonl"
+    corpus.write_text(corpus.read_text().replace("Photosynthesis", "Chemosynthesis"))
+    mcp = MCP(engine_for(path))
+    message = mcp.error("retriever_init")
+    assert "does not match" in message and "corpus_fingerprint" in message
+    assert "overwrite=true" in message
+    # With overwrite the stale index is skipped with a warning, so it can be rebuilt.
+    status = mcp.ok("retriever_init", {"overwrite": True})
+    assert status["dense_index"] is None and any("not loaded" in w for w in status["warnings"])
+    mcp.ok("retriever_embed")
+    mcp.ok("retriever_index")
+    assert mcp.ok("retriever_search", {"query_list": "chemosynthesis", "top_k": 1})["ret_ids"] == [["doc00"]]
+    assert mcp.ok("retriever_init")["dense_index"] == 30  # the rebuilt one now matches
+
+
+def test_an_index_of_another_model_is_refused(tmp_path: Path, built_project: Path) -> None:
+    path = copy_built(built_project, tmp_path / "p")
+    manifest_path = path.parent / "out" / "faiss" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["model"] = "BAAI/bge-small-en-v1.5"
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(IndexMismatchError, match="model: saved 'BAAI/bge-small-en-v1.5'"):
+        engine_for(path).init()
+
+
+def test_embeddings_without_their_manifest_are_refused(tmp_path: Path, built_project: Path) -> None:
+    path = copy_built(built_project, tmp_path / "p")
+    (path.parent / "out" / "embedding.npy.json").unlink()
+    e = engine_for(path)
+    e.init()
+    with pytest.raises(IndexMismatchError, match="no readable manifest"):
+        e.index(overwrite=True)
+
+
+def test_a_failed_write_leaves_the_previous_index_loadable(tmp_path: Path, built_project: Path) -> None:
+    path = copy_built(built_project, tmp_path / "p")
+    folder = path.parent / "out" / "faiss"
+    before = read_manifest(folder)
+
+    def half_write(p: Path) -> None:
+        p.write_bytes(b"half an index")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        publish(folder, {"kind": "faiss", "count": 1}, half_write)
+    assert read_manifest(folder) == before
+    e = engine_for(path)
+    assert e.init()["dense_index"] == 30
+    assert e.search(Q, top_k=1)[0][0].id == "doc11"
+
+
+def _rebuild_forever(config: str, ready: "multiprocessing.synchronize.Event") -> None:
+    e = engine_for(Path(config))
+    e.init()
+    ready.set()
+    while True:
+        e.index(overwrite=True)
+        e.bm25_index(overwrite=True, progress=False)
+
+
+def test_killing_the_writer_mid_build_never_leaves_a_half_index(tmp_path: Path, built_project: Path) -> None:
+    path = copy_built(built_project, tmp_path / "p")
+    ctx = multiprocessing.get_context("spawn")
+    for delay in (0.05, 0.13, 0.31):
+        ready = ctx.Event()
+        proc = ctx.Process(target=_rebuild_forever, args=(str(path), ready))
+        proc.start()
+        assert ready.wait(120)
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+        e = engine_for(path)
+        status = e.init()
+        assert status["dense_index"] == 30 and status["bm25_index"] == 30
+        assert e.search(Q, top_k=1)[0][0].id == "doc11"
+        assert e.bm25_search("earthquakes volcanoes plates", top_k=1)[0][0].id == "doc11"
+
+
+def test_embed_killed_midway_keeps_the_old_matrix(tmp_path: Path, built_project: Path) -> None:
+    path = copy_built(built_project, tmp_path / "p")
+    e = engine_for(path)
+    e.init()
+    old = np.load(path.parent / "out" / "embedding.npy")
+
+    def boom(texts: list[str]) -> np.ndarray:
+        raise KeyboardInterrupt
+
+    e.embedder.encode_passages = boom  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        e.embed(overwrite=True, progress=False)
+    assert np.array_equal(np.load(path.parent / "out" / "embedding.npy"), old)
+    assert not list((path.parent / "out").glob(".*tmp"))
+    assert e.embeddings_valid()
+
+
+def test_a_fresh_project_with_a_missing_output_folder_builds(tmp_path: Path) -> None:
+    path = write_project(tmp_path / "deep", )
+    e = engine_for(path)
+    e.init()
+    e.embed(progress=False)
+    e.index()
+    assert (tmp_path / "deep" / "out" / "faiss" / "manifest.json").is_file()

@@ -1,0 +1,121 @@
+"""The server as a subprocess: over stdio (stdout carries only the protocol) and streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+
+from conftest import BIN
+
+Q = "what causes earthquakes"
+
+
+def test_stdio_with_the_fastmcp_client(built_project: Path) -> None:
+    async def run() -> dict:
+        transport = StdioTransport(command=str(BIN / "retriever"), args=["serve", "--config", str(built_project)])
+        async with Client(transport, timeout=120) as client:
+            tools = {t.name for t in await client.list_tools()}
+            assert {"retriever_init", "retriever_embed", "retriever_index", "retriever_search",
+                    "retriever_batch_search", "bm25_index", "bm25_search"} <= tools
+            await client.call_tool("retriever_init", {})
+            dense = await client.call_tool("retriever_search", {"query_list": [Q], "top_k": 2})
+            sparse = await client.call_tool("bm25_search", {"query_list": [Q], "top_k": 2})
+            return {"dense": dense.structured_content, "bm25": sparse.structured_content}
+
+    out = asyncio.run(run())
+    assert out["dense"]["ret_ids"][0][0] == "doc11"
+    assert out["bm25"]["ret_ids"][0][0] == "doc11"
+
+
+def _rpc(id_: int | None, method: str, params: dict) -> bytes:
+    msg = {"jsonrpc": "2.0", "method": method, "params": params}
+    if id_ is not None:
+        msg["id"] = id_
+    return (json.dumps(msg) + "\n").encode()
+
+
+def test_stdout_carries_nothing_but_json_rpc(built_project: Path, tmp_path: Path) -> None:
+    """Raw stdio: every byte on stdout is a JSON-RPC message, while logs go to stderr."""
+    stderr = (tmp_path / "stderr.log").open("w+b")
+    proc = subprocess.Popen(
+        [str(BIN / "retriever"), "serve", "--config", str(built_project)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+    )
+    messages = []
+
+    def ask(id_: int | None, method: str, params: dict) -> None:
+        proc.stdin.write(_rpc(id_, method, params))
+        proc.stdin.flush()
+        while id_ is not None:
+            line = proc.stdout.readline()
+            assert line, (tmp_path / "stderr.log").read_text()[-2000:]
+            messages.append(json.loads(line))  # fails on any stray non-JSON line
+            if messages[-1].get("id") == id_:
+                return
+
+    try:
+        ask(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": {"name": "raw", "version": "0"}})
+        ask(None, "notifications/initialized", {})
+        ask(2, "tools/call", {"name": "retriever_init", "arguments": {}})
+        ask(3, "tools/call", {"name": "retriever_search", "arguments": {"query_list": Q, "top_k": 1}})
+        ask(4, "tools/call", {"name": "bm25_search", "arguments": {"query_list": Q, "top_k": 0}})
+        proc.stdin.close()
+        rest = proc.stdout.read()
+        proc.wait(60)
+    finally:
+        proc.kill()
+    err = (tmp_path / "stderr.log").read_bytes()
+    messages += [json.loads(line) for line in rest.decode().splitlines()]
+    assert all(m.get("jsonrpc") == "2.0" for m in messages)
+    by_id = {m["id"]: m for m in messages if "id" in m}
+    assert by_id[3]["result"]["structuredContent"]["ret_ids"] == [["doc11"]]
+    assert by_id[4]["result"]["isError"] is True
+    assert b"Loading" in err or b"INFO" in err  # the logs went to stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def http_server(built_project: Path):
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "retriever"), "serve", "--config", str(built_project), "--transport", "http",
+         "--host", "127.0.0.1", "--port", str(port), "--init"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(proc.stderr.read().decode()[-2000:])
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(30)
+
+
+def test_streamable_http_on_localhost(http_server: str) -> None:
+    async def run() -> dict:
+        async with Client(http_server, timeout=120) as client:
+            batch = await client.call_tool(
+                "retriever_batch_search", {"batch_query_list": [[Q], ["black holes"]], "top_k": 1})
+            return batch.structured_content
+
+    out = asyncio.run(run())
+    assert out["ret_ids_ls"] == [[["doc11"]], [["doc07"]]]
