@@ -1,5 +1,5 @@
 # Two commands for a fresh clone: `make demo` and `make test`. Both set up .venv first.
-PY ?= python3.11
+PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 SCIFACT := --set corpus_path=data/scifact/corpus.jsonl \
