@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,129 +53,148 @@ def check_top_k(top_k: int) -> int:
     return top_k
 
 
+@dataclass(frozen=True)
+class Session:
+    """What `retriever_init` loaded. Replaced whole, never mutated, so a search that took a
+    snapshot sees one consistent corpus, model and index while a rebuild runs beside it."""
+
+    config: Config
+    docs: DocStore
+    embedder: Embedder | None
+    dense: VectorIndex | None
+    bm25: BM25Index | None
+    warnings: tuple[str, ...] = ()
+
+    def dense_expected(self) -> dict[str, Any]:
+        """What a dense index or embedding file of this session must record."""
+        embedder = self.embedder
+        assert embedder is not None  # callers went through Retriever._need_embedder
+        return {"model": embedder.model_id, "dimension": embedder.dimension,
+                "count": len(self.docs), "corpus_fingerprint": self.docs.fingerprint}
+
+
 class Retriever:
     def __init__(self, config: Config | None = None, base_dir: Path | None = None) -> None:
-        self.config = config or Config()
+        self.base_config = config or Config()
         self.base_dir = base_dir
-        self.docs: DocStore | None = None
-        self.embedder: Embedder | None = None
-        self.dense: VectorIndex | None = None
-        self.bm25: BM25Index | None = None
-        self.warnings: list[str] = []
-        self._lock = threading.RLock()
+        self.session: Session | None = None
+        self._write_lock = threading.Lock()  # one build at a time; searches never wait on it
 
     @classmethod
     def from_yaml(cls, path: str | Path = "parameter.yaml") -> Retriever:
         return cls(load_config(path), Path(path).resolve().parent)
 
+    # Read-only views of the current session, for callers and tests.
+    config = property(lambda self: self.session.config if self.session else self.base_config)
+    docs = property(lambda self: self.session.docs if self.session else None)
+    embedder = property(lambda self: self.session.embedder if self.session else None)
+    dense = property(lambda self: self.session.dense if self.session else None)
+    bm25 = property(lambda self: self.session.bm25 if self.session else None)
+
     # ---- lifecycle -------------------------------------------------------------------------
 
     def init(self, **overrides: Any) -> dict[str, Any]:
         """Load the corpus, the embedder and any saved indexes; refuse indexes that do not match."""
-        with self._lock:
-            cfg = self.config.with_overrides(overrides, self.base_dir)
+        with self._write_lock:
+            cfg = self.base_config.with_overrides(overrides, self.base_dir)
             if cfg.is_demo:
                 raise NotYetSupportedError("is_demo is accepted but not active in this release; set is_demo: false")
             if cfg.is_multimodal:
                 raise NotYetSupportedError("is_multimodal is accepted but not active in this release")
             index_backend(cfg)  # fail early on an inactive index backend
             docs = DocStore.open(cfg.corpus_path)
-            warnings: list[str] = []
             embedder = None if cfg.backend == "bm25" else build_embedder(cfg)
-            if embedder is not None:
-                warnings += embedder.warnings
-            dense = self._load_dense(cfg, docs, embedder, warnings)
-            bm25 = self._load_bm25(cfg, docs, warnings)
-            if self.docs is not None:
-                self.docs.close()
-            self.config, self.docs, self.embedder, self.dense, self.bm25 = cfg, docs, embedder, dense, bm25
-            self.warnings = warnings
+            warnings: list[str] = list(embedder.warnings) if embedder else []
+            draft = Session(cfg, docs, embedder, None, None)
+            dense = self._load_dense(draft, warnings)
+            bm25 = self._load_bm25(draft, warnings)
+            self.session = Session(cfg, docs, embedder, dense, bm25, tuple(warnings))
             return self.status()
 
-    def _dense_expected(self, docs: DocStore, embedder: Embedder) -> dict[str, Any]:
-        return {
-            "model": embedder.model_id, "dimension": embedder.dimension,
-            "count": len(docs), "corpus_fingerprint": docs.fingerprint,
-        }
-
-    def _refuse_or_skip(self, cfg: Config, err: IndexMismatchError, warnings: list[str]) -> None:
+    @staticmethod
+    def _refuse_or_skip(cfg: Config, err: IndexMismatchError, warnings: list[str]) -> None:
         if not cfg.overwrite:
             raise err
         warnings.append(f"not loaded (overwrite is true, rebuild it): {err}")
         log.warning(warnings[-1])
 
-    def _load_dense(self, cfg: Config, docs: DocStore, embedder: Embedder | None, warnings: list[str]) -> VectorIndex | None:
-        if embedder is None:
+    def _load_dense(self, s: Session, warnings: list[str]) -> VectorIndex | None:
+        if s.embedder is None:
             return None
-        fcfg = cfg.index_backend_configs.faiss
+        fcfg = s.config.index_backend_configs.faiss
         try:
-            index = index_backend(cfg).load(fcfg.index_path, use_gpu=fcfg.index_use_gpu)
+            index = index_backend(s.config).load(fcfg.index_path, use_gpu=fcfg.index_use_gpu)
             if index is not None:
-                check_manifest(index.manifest, self._dense_expected(docs, embedder), fcfg.index_path,
+                check_manifest(index.manifest, s.dense_expected(), fcfg.index_path,
                                "call retriever_embed and retriever_index with overwrite=true")
                 warnings += index.warnings
             return index
         except IndexMismatchError as e:
-            self._refuse_or_skip(cfg, e, warnings)
+            self._refuse_or_skip(s.config, e, warnings)
             return None
 
-    def _load_bm25(self, cfg: Config, docs: DocStore, warnings: list[str]) -> BM25Index | None:
-        bcfg = cfg.backend_configs.bm25
+    def _load_bm25(self, s: Session, warnings: list[str]) -> BM25Index | None:
+        bcfg = s.config.backend_configs.bm25
         try:
             index = BM25Index.load(bcfg.save_path, bcfg.lang)
             if index is not None:
-                check_manifest(index.manifest, {"count": len(docs), "corpus_fingerprint": docs.fingerprint},
+                check_manifest(index.manifest, {"count": len(s.docs), "corpus_fingerprint": s.docs.fingerprint},
                                bcfg.save_path, "call bm25_index(overwrite=true)")
             return index
         except IndexMismatchError as e:
-            self._refuse_or_skip(cfg, e, warnings)
+            self._refuse_or_skip(s.config, e, warnings)
             return None
 
     def status(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": "ready" if self.docs else "not initialised"}
-        if self.docs is not None:
-            out["corpus"] = self.docs.info()
-        if self.embedder is not None:
-            out["model"] = self.embedder.model_id
-            out["dimension"] = self.embedder.dimension
-        out["dense_index"] = len(self.dense) if self.dense is not None else None
-        out["bm25_index"] = len(self.bm25) if self.bm25 is not None else None
-        if self.warnings:
-            out["warnings"] = list(self.warnings)
+        s = self.session
+        if s is None:
+            return {"status": "not initialised"}
+        out: dict[str, Any] = {"status": "ready", "corpus": s.docs.info()}
+        if s.embedder is not None:
+            out["model"] = s.embedder.model_id
+            out["dimension"] = s.embedder.dimension
+        out["dense_index"] = len(s.dense) if s.dense is not None else None
+        out["bm25_index"] = len(s.bm25) if s.bm25 is not None else None
+        if s.warnings:
+            out["warnings"] = list(s.warnings)
         return out
 
-    def _require(self, tool: str) -> tuple[Config, DocStore]:
-        if self.docs is None:
+    def _need(self, tool: str) -> Session:
+        s = self.session
+        if s is None:
             raise NotInitializedError(tool)
-        return self.config, self.docs
+        return s
 
-    def _require_embedder(self, tool: str) -> Embedder:
-        self._require(tool)
-        if self.embedder is None:
+    def _need_embedder(self, tool: str) -> tuple[Session, Embedder]:
+        s = self._need(tool)
+        if s.embedder is None:
             raise NotYetSupportedError(f"{tool}: backend is 'bm25', which has no embedder; use bm25_search")
-        return self.embedder
+        return s, s.embedder
+
+    def _publish(self, **changes: Any) -> None:
+        """Swap in a session with new indexes (a single attribute store: atomic for readers)."""
+        assert self.session is not None
+        self.session = replace(self.session, **changes)
 
     # ---- dense -----------------------------------------------------------------------------
 
     def embed(self, embedding_path: str | None = None, overwrite: bool | None = None,
               progress: bool = True) -> dict[str, Any]:
         """Embed the corpus a chunk at a time into an .npy file (refuses to overwrite by default)."""
-        with self._lock:
-            cfg, docs = self._require("retriever_embed")
-            embedder = self._require_embedder("retriever_embed")
+        with self._write_lock:
+            s, embedder = self._need_embedder("retriever_embed")
+            cfg = s.config
             path = self._path(embedding_path, cfg.embedding_path)
-            overwrite = cfg.overwrite if overwrite is None else overwrite
             chunk = cfg.backend_configs.sentence_transformers.sentence_transformers_encode.encode_chunk_size
-            manifest = self._dense_expected(docs, embedder)
-            write_embeddings(path, docs, embedder, chunk, overwrite, manifest, progress)
+            manifest = s.dense_expected()
+            write_embeddings(path, s.docs, embedder, chunk, _pick(overwrite, cfg.overwrite), manifest, progress)
             return {"embedding_path": str(path), **manifest}
 
     def embeddings_valid(self, embedding_path: str | None = None) -> bool:
         """Whether the embedding file exists and matches this corpus and model."""
-        cfg, docs = self._require("retriever_index")
+        s, _ = self._need_embedder("retriever_index")
         try:
-            open_embeddings(self._path(embedding_path, cfg.embedding_path),
-                            self._dense_expected(docs, self._require_embedder("retriever_index")))
+            open_embeddings(self._path(embedding_path, s.config.embedding_path), s.dense_expected())
         except IndexMismatchError:
             return False
         return True
@@ -182,20 +202,17 @@ class Retriever:
     def index(self, embedding_path: str | None = None, overwrite: bool | None = None,
               index_path: str | None = None) -> dict[str, Any]:
         """Build the vector index from the embedding file and publish it atomically."""
-        with self._lock:
-            cfg, docs = self._require("retriever_index")
-            embedder = self._require_embedder("retriever_index")
-            fcfg = cfg.index_backend_configs.faiss
+        with self._write_lock:
+            s, _ = self._need_embedder("retriever_index")
+            fcfg = s.config.index_backend_configs.faiss
             folder = self._path(index_path, fcfg.index_path)
-            overwrite = cfg.overwrite if overwrite is None else overwrite
-            if read_manifest(folder) is not None and not overwrite:
+            if read_manifest(folder) is not None and not _pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"an index exists at {folder}; pass overwrite=true to rebuild it")
-            expected = self._dense_expected(docs, embedder)
-            vectors = open_embeddings(self._path(embedding_path, cfg.embedding_path), expected)
-            backend = index_backend(cfg)
-            index = backend.build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu)
+            expected = s.dense_expected()
+            vectors = open_embeddings(self._path(embedding_path, s.config.embedding_path), expected)
+            index = index_backend(s.config).build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu)
             index.save(folder, expected)
-            self.dense = index
+            self._publish(dense=index)
             out = {"index_path": str(folder), **expected}
             if index.warnings:
                 out["warnings"] = index.warnings
@@ -203,17 +220,14 @@ class Retriever:
 
     def search(self, query_list: str | Sequence[str], top_k: int | None = None,
                query_instruction: str | None = None) -> list[list[Hit]]:
-        cfg, docs = self._require("retriever_search")
-        embedder = self._require_embedder("retriever_search")
+        s, embedder = self._need_embedder("retriever_search")
         queries = as_queries(query_list)
-        k = check_top_k(cfg.top_k if top_k is None else top_k)
-        dense = self.dense
-        if dense is None:
+        k = check_top_k(_pick(top_k, s.config.top_k))
+        if s.dense is None:
             raise IndexMissingError("no dense index is loaded; call retriever_embed then retriever_index")
-        instruction = cfg.query_instruction if query_instruction is None else query_instruction
-        vectors = embedder.encode_queries(queries, instruction)
-        rows, scores = dense.search(vectors, k)
-        return [self._hits(docs, r, s) for r, s in zip(rows, scores)]
+        vectors = embedder.encode_queries(queries, _pick(query_instruction, s.config.query_instruction))
+        rows, scores = s.dense.search(vectors, k)
+        return [_hits(s.docs, r, sc) for r, sc in zip(rows, scores)]
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None) -> list[list[list[Hit]]]:
@@ -225,27 +239,25 @@ class Retriever:
     # ---- BM25 ------------------------------------------------------------------------------
 
     def bm25_index(self, overwrite: bool | None = None, progress: bool = True) -> dict[str, Any]:
-        with self._lock:
-            cfg, docs = self._require("bm25_index")
-            bcfg = cfg.backend_configs.bm25
-            overwrite = cfg.overwrite if overwrite is None else overwrite
-            if read_manifest(bcfg.save_path) is not None and not overwrite:
+        with self._write_lock:
+            s = self._need("bm25_index")
+            bcfg = s.config.backend_configs.bm25
+            if read_manifest(bcfg.save_path) is not None and not _pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"a BM25 index exists at {bcfg.save_path}; pass overwrite=true to rebuild it")
-            index = BM25Index.build(docs.texts(), bcfg, show_progress=progress)
-            manifest = {"count": len(docs), "corpus_fingerprint": docs.fingerprint}
+            index = BM25Index.build(s.docs.texts(), bcfg, show_progress=progress)
+            manifest = {"count": len(s.docs), "corpus_fingerprint": s.docs.fingerprint}
             index.save(bcfg.save_path, manifest)
-            self.bm25 = index
+            self._publish(bm25=index)
             return {"save_path": str(bcfg.save_path), **manifest, "lang": bcfg.lang}
 
     def bm25_search(self, query_list: str | Sequence[str], top_k: int | None = None) -> list[list[Hit]]:
-        cfg, docs = self._require("bm25_search")
+        s = self._need("bm25_search")
         queries = as_queries(query_list)
-        k = check_top_k(cfg.top_k if top_k is None else top_k)
-        bm25 = self.bm25
-        if bm25 is None:
+        k = check_top_k(_pick(top_k, s.config.top_k))
+        if s.bm25 is None:
             raise IndexMissingError("no BM25 index is loaded; call bm25_index")
-        rows, scores = bm25.search(queries, k)
-        return [self._hits(docs, r, s) for r, s in zip(rows, scores)]
+        rows, scores = s.bm25.search(queries, k)
+        return [_hits(s.docs, r, sc) for r, sc in zip(rows, scores)]
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -255,15 +267,21 @@ class Retriever:
         path = Path(given)
         return path if path.is_absolute() or self.base_dir is None else self.base_dir / path
 
-    @staticmethod
-    def _hits(docs: DocStore, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
-        hits = []
-        for row, score in zip(rows.tolist(), scores.tolist()):
-            if row < 0:  # FAISS marks missing results with -1
-                continue
-            doc = docs.get(row)
-            hits.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata))
-        return hits
+
+
+def _pick(given: Any, default: Any) -> Any:
+    """A tool argument overrides the YAML value for this call only."""
+    return default if given is None else given
+
+
+def _hits(docs: DocStore, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
+    hits = []
+    for row, score in zip(rows.tolist(), scores.tolist()):
+        if row < 0:  # FAISS marks missing results with -1
+            continue
+        doc = docs.get(row)
+        hits.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata))
+    return hits
 
 
 def as_batch(batch_query_list: Any) -> list[Any]:
