@@ -51,7 +51,11 @@ def test_a_changed_corpus_is_refused_at_init_not_at_search(tmp_path: Path, built
     mcp.ok("retriever_embed")
     mcp.ok("retriever_index")
     assert mcp.ok("retriever_search", {"query_list": "chemosynthesis", "top_k": 1})["ret_ids"] == [["doc00"]]
-    assert mcp.ok("retriever_init")["dense_index"] == 30  # the rebuilt one now matches
+    assert "bm25" in mcp.error("retriever_init")  # init arguments last one call: BM25 is still stale
+    mcp.ok("retriever_init", {"overwrite": True})
+    mcp.ok("bm25_index")
+    status = mcp.ok("retriever_init")  # both rebuilt: they load
+    assert status["dense_index"] == 30 and status["bm25_index"] == 30
 
 
 def test_an_index_of_another_model_is_refused(tmp_path: Path, built_project: Path) -> None:

@@ -165,3 +165,26 @@ def test_hits_match_the_corpus_rows(built) -> None:
     for hits in built.search(["heart chambers", "printing press"], top_k=30):
         for h in hits:
             assert docs.ids[h.row] == h.id and docs.get(h.row).text == h.text
+
+
+def test_searches_keep_answering_while_the_index_is_rebuilt(built) -> None:
+    import threading
+
+    rebuild = threading.Thread(target=lambda: [built.index(overwrite=True) for _ in range(5)])
+    rebuild.start()
+    answers = []
+    while rebuild.is_alive() or not answers:
+        answers.append(built.search("black holes", top_k=1)[0][0].id)
+    rebuild.join()
+    assert set(answers) == {"doc07"}
+
+
+def test_torch_and_faiss_run_on_one_compute_thread(built) -> None:
+    import threading
+
+    seen = set()
+    encode = built.embedder.model.encode
+    built.embedder.model.encode = lambda *a, **k: seen.add(threading.current_thread().name) or encode(*a, **k)
+    built.search(["black holes"], top_k=1)
+    built.search(["tides"], top_k=1)
+    assert len(seen) == 1 and next(iter(seen)).startswith("retriever-compute")

@@ -30,7 +30,7 @@ from .errors import (
 from .indexes import VectorIndex, index_backend
 from .persist import check_manifest, read_manifest
 from .sparse import BM25Index
-from .types import Hit
+from .types import Document, Hit
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ class Retriever:
             raise IndexMissingError("no dense index is loaded; call retriever_embed then retriever_index")
         vectors = embedder.encode_queries(queries, _pick(query_instruction, s.config.query_instruction))
         rows, scores = s.dense.search(vectors, k)
-        return [_hits(s.docs, r, sc) for r, sc in zip(rows, scores)]
+        return _hits(s.docs, rows, scores)
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None) -> list[list[list[Hit]]]:
@@ -257,7 +257,7 @@ class Retriever:
         if s.bm25 is None:
             raise IndexMissingError("no BM25 index is loaded; call bm25_index")
         rows, scores = s.bm25.search(queries, k)
-        return [_hits(s.docs, r, sc) for r, sc in zip(rows, scores)]
+        return _hits(s.docs, rows, scores)
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -274,14 +274,19 @@ def _pick(given: Any, default: Any) -> Any:
     return default if given is None else given
 
 
-def _hits(docs: DocStore, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
-    hits = []
-    for row, score in zip(rows.tolist(), scores.tolist()):
-        if row < 0:  # FAISS marks missing results with -1
-            continue
-        doc = docs.get(row)
-        hits.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata))
-    return hits
+def _hits(docs: DocStore, rows: Sequence[np.ndarray], scores: Sequence[np.ndarray]) -> list[list[Hit]]:
+    """Per query, the hits of its rows; a document found by several queries is read once."""
+    seen: dict[int, Document] = {}
+    out = []
+    for query_rows, query_scores in zip(rows, scores):
+        hits = []
+        for row, score in zip(query_rows.tolist(), query_scores.tolist()):
+            if row < 0:  # FAISS marks missing results with -1
+                continue
+            doc = seen.get(row) or seen.setdefault(row, docs.get(row))
+            hits.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata))
+        out.append(hits)
+    return out
 
 
 def as_batch(batch_query_list: Any) -> list[Any]:

@@ -47,10 +47,19 @@ def format_batch(groups: list[list[list[Hit]]], return_text: bool = True, return
     return {f"{k}_ls": [g[k] for g in per_group] for k in keys}
 
 
+def _passage_chars(payload: dict[str, Any]) -> int:
+    """Characters of passage text in a reply: a cheap lower bound of its JSON size."""
+    psg = payload.get("ret_psg") or [g for groups in payload.get("ret_psg_ls", []) for g in groups]
+    return sum(len(t) for hits in psg for t in hits)
+
+
 def reply(payload: dict[str, Any]) -> ToolResult:
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-    if len(text) > TEXT_COPY_LIMIT:
-        text = f"{len(text)} bytes of results in structuredContent (keys: {', '.join(payload)})"
+    """Structured content once; a JSON text copy only when it is small (see the module doc)."""
+    text = None
+    if _passage_chars(payload) <= TEXT_COPY_LIMIT:
+        text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    if text is None or len(text) > TEXT_COPY_LIMIT:
+        text = f"results in structuredContent (keys: {', '.join(payload)}); not repeated as text to keep the reply lean"
     return ToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compute import on_compute_thread
 from ..config import MINILM_ALIASES, Config
 
 log = logging.getLogger(__name__)
@@ -38,13 +39,14 @@ class SentenceTransformerEmbedder:
         name = cfg.model_name_or_path.strip()
         self.model_id = MINILM_ID if name.lower() in MINILM_ALIASES else name
         self.device = pick_device(cfg.gpu_ids, self.warnings)
-        self.model = SentenceTransformer(
+        self.model = on_compute_thread(lambda: SentenceTransformer(
             cfg.resolved_model(), device=self.device, trust_remote_code=st.trust_remote_code,
             local_files_only=Path(cfg.resolved_model()).exists(),
-        )
+        ))
         self.dimension = int(self.model.get_embedding_dimension())
         self._q_kwargs = self._prompt_kwargs(self._enc.q_prompt_name, self._enc.q_task)
         self._p_kwargs = self._prompt_kwargs(self._enc.psg_prompt_name, self._enc.psg_task)
+        self.encode_queries(["warm-up"], "")  # the first real query pays no start-up cost
 
     def _prompt_kwargs(self, prompt_name: str | None, task: str | None) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
@@ -62,10 +64,10 @@ class SentenceTransformerEmbedder:
         return kwargs
 
     def _encode(self, texts: Sequence[str], kwargs: dict[str, Any]) -> np.ndarray:
-        out = self.model.encode(
+        out = on_compute_thread(lambda: self.model.encode(
             list(texts), batch_size=self._batch_size, show_progress_bar=False,
             normalize_embeddings=self._enc.normalize_embeddings, convert_to_numpy=True, **kwargs,
-        )
+        ))
         return np.ascontiguousarray(out, dtype=np.float32)
 
     def encode_queries(self, texts: Sequence[str], instruction: str) -> np.ndarray:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compute import on_compute_thread
 from ..errors import IndexMismatchError, MissingDependencyError
 from ..persist import publish, read_manifest
 
@@ -49,7 +50,7 @@ class FaissIndex:
         faiss = _faiss()
         index = faiss.IndexFlatIP(int(vectors.shape[1]))
         for start in range(0, len(vectors), chunk):
-            index.add(np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32))
+            on_compute_thread(index.add, np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32))
         return cls(index, {}, use_gpu)
 
     @classmethod
@@ -69,7 +70,7 @@ class FaissIndex:
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         k = min(k, len(self))
-        scores, rows = self._index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        scores, rows = on_compute_thread(self._index.search, np.ascontiguousarray(queries, dtype=np.float32), k)
         return rows, scores
 
     def save(self, folder: Path, manifest: dict[str, Any]) -> None:
