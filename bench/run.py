@@ -189,6 +189,12 @@ def over_stdio(out: Path, queries: list[str]) -> dict[str, Any]:
                             assert not r.is_error
                             size = len(json.dumps(r.structured_content, separators=(",", ":")))
                             res[f"{tool}_batch_{'text' if text else 'ids'}"] = (s, size)
+                    # Reply size against time: the client's stdio reader re-joins and re-splits its
+                    # whole buffer on every 64 KB chunk, so its time grows with the square of a reply.
+                    for n in (75, 150):
+                        r, s = await atimed(session.call_tool(
+                            "retriever_search", {"query_list": queries[:n], "top_k": 100}))
+                        res[f"scaling_{n}"] = (s, len(json.dumps(r.structured_content, separators=(",", ":"))))
                     res["peak_mb"] = server_peak_mb()
 
     asyncio.run(go())
@@ -259,6 +265,12 @@ def write_report(path: Path, queries: list[str], raw_dense: dict, raw_bm25: dict
         f"| single query, MCP in process | {ms(inproc['retriever_search_lat'])} | {ms(inproc['bm25_search_lat'])} |",
         f"| single query, MCP over stdio | {ms(stdio['retriever_search_lat'])} | {ms(stdio['bm25_search_lat'])} |",
         "",
+        "- Batched search with passages over stdio, by reply size (top_k=100): "
+        + ", ".join(f"{n} queries {stdio[f'scaling_{n}'][1] / 1e6:.1f} MB in {stdio[f'scaling_{n}'][0]:.2f} s"
+                    for n in (75, 150))
+        + f", {n} queries {d_size / 1e6:.1f} MB in {d_text:.2f} s. The time grows with the square of the reply"
+        " (the standard client's stdio reader rejoins its buffer on every 64 KB chunk), so a large batch should"
+        " ask for `return_text=false` and fetch the passages it needs.",
         f"- Server start to first answer from a saved index (spawn `retriever serve` over stdio, initialize,"
         f" `retriever_init`, one `retriever_search`): **{stdio['start_to_first_s']:.2f} s**.",
         f"- Peak resident memory (VmHWM) of the stdio server after all the searches above:"

@@ -31,7 +31,8 @@ def test_ultrarag_and_beir_records_with_metadata(tmp_path: Path) -> None:
     assert docs.get(0).text == "first passage" and docs.get(0).metadata == {"year": 2020}
     assert docs.get(1).text == "A title the body" and docs.get(1).metadata == {"metadata": {"k": 1}}
     assert docs.get(2).text == "only text"
-    assert list(docs.texts(1, 3)) == ["A title the body", "only text"]
+    assert list(docs.texts([2, 1])) == ["only text", "A title the body"]
+    assert list(docs.texts())[0] == "first passage"
 
 
 def test_fingerprint_changes_with_content(tmp_path: Path) -> None:

@@ -164,24 +164,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def bound_malloc() -> None:
-    """Make glibc hand freed memory back: one arena, and a fixed mmap threshold so large blocks
-    (a batch's activations, a large reply) are unmapped when freed instead of kept in the heap.
-    Measured on SciFact: peak server memory about 150 MB lower. A no-op off glibc."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        m_trim_threshold, m_mmap_threshold, m_arena_max = -1, -3, -8
-        libc.mallopt(m_arena_max, 1)
-        libc.mallopt(m_mmap_threshold, 256 * 1024)
-        libc.mallopt(m_trim_threshold, 1024 * 1024)
-    except (OSError, AttributeError):
-        pass
-
-
 def main(argv: list[str] | None = None) -> int:
+    from .memory import bound_malloc
+
     bound_malloc()
     args = parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,

