@@ -65,12 +65,11 @@ class Session:
     bm25: BM25Index | None
     warnings: tuple[str, ...] = ()
 
-    def dense_expected(self) -> dict[str, Any]:
-        """What a dense index or embedding file of this session must record."""
-        embedder = self.embedder
-        assert embedder is not None  # callers went through Retriever._need_embedder
-        return {"model": embedder.model_id, "dimension": embedder.dimension,
-                "count": len(self.docs), "corpus_fingerprint": self.docs.fingerprint}
+
+def dense_manifest(docs: DocStore, embedder: Embedder) -> dict[str, Any]:
+    """What a dense index or embedding file made from `docs` with `embedder` records."""
+    return {"model": embedder.model_id, "dimension": embedder.dimension,
+            "count": len(docs), "corpus_fingerprint": docs.fingerprint}
 
 
 class Retriever:
@@ -121,11 +120,12 @@ class Retriever:
     def _load_dense(self, s: Session, warnings: list[str]) -> VectorIndex | None:
         if s.embedder is None:
             return None
+        expected = dense_manifest(s.docs, s.embedder)
         fcfg = s.config.index_backend_configs.faiss
         try:
             index = index_backend(s.config).load(fcfg.index_path, use_gpu=fcfg.index_use_gpu)
             if index is not None:
-                check_manifest(index.manifest, s.dense_expected(), fcfg.index_path,
+                check_manifest(index.manifest, expected, fcfg.index_path,
                                "call retriever_embed and retriever_index with overwrite=true")
                 warnings += index.warnings
             return index
@@ -171,10 +171,10 @@ class Retriever:
             raise NotYetSupportedError(f"{tool}: backend is 'bm25', which has no embedder; use bm25_search")
         return s, s.embedder
 
-    def _publish(self, **changes: Any) -> None:
-        """Swap in a session with new indexes (a single attribute store: atomic for readers)."""
-        assert self.session is not None
-        self.session = replace(self.session, **changes)
+    def _publish(self, s: Session, **changes: Any) -> None:
+        """Swap in a session with new indexes (a single attribute store: atomic for readers).
+        Called under the write lock, so `s` is still the current session."""
+        self.session = replace(s, **changes)
 
     # ---- dense -----------------------------------------------------------------------------
 
@@ -186,15 +186,15 @@ class Retriever:
             cfg = s.config
             path = self._path(embedding_path, cfg.embedding_path)
             chunk = cfg.backend_configs.sentence_transformers.sentence_transformers_encode.encode_chunk_size
-            manifest = s.dense_expected()
+            manifest = dense_manifest(s.docs, embedder)
             write_embeddings(path, s.docs, embedder, chunk, _pick(overwrite, cfg.overwrite), manifest, progress)
             return {"embedding_path": str(path), **manifest}
 
     def embeddings_valid(self, embedding_path: str | None = None) -> bool:
         """Whether the embedding file exists and matches this corpus and model."""
-        s, _ = self._need_embedder("retriever_index")
+        s, embedder = self._need_embedder("retriever_index")
         try:
-            open_embeddings(self._path(embedding_path, s.config.embedding_path), s.dense_expected())
+            open_embeddings(self._path(embedding_path, s.config.embedding_path), dense_manifest(s.docs, embedder))
         except IndexMismatchError:
             return False
         return True
@@ -203,16 +203,16 @@ class Retriever:
               index_path: str | None = None) -> dict[str, Any]:
         """Build the vector index from the embedding file and publish it atomically."""
         with self._write_lock:
-            s, _ = self._need_embedder("retriever_index")
+            s, embedder = self._need_embedder("retriever_index")
             fcfg = s.config.index_backend_configs.faiss
             folder = self._path(index_path, fcfg.index_path)
             if read_manifest(folder) is not None and not _pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"an index exists at {folder}; pass overwrite=true to rebuild it")
-            expected = s.dense_expected()
+            expected = dense_manifest(s.docs, embedder)
             vectors = open_embeddings(self._path(embedding_path, s.config.embedding_path), expected)
             index = index_backend(s.config).build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu)
             index.save(folder, expected)
-            self._publish(dense=index)
+            self._publish(s, dense=index)
             out = {"index_path": str(folder), **expected}
             if index.warnings:
                 out["warnings"] = index.warnings
@@ -247,7 +247,7 @@ class Retriever:
             index = BM25Index.build(s.docs.texts(), bcfg, show_progress=progress)
             manifest = {"count": len(s.docs), "corpus_fingerprint": s.docs.fingerprint}
             index.save(bcfg.save_path, manifest)
-            self._publish(bm25=index)
+            self._publish(s, bm25=index)
             return {"save_path": str(bcfg.save_path), **manifest, "lang": bcfg.lang}
 
     def bm25_search(self, query_list: str | Sequence[str], top_k: int | None = None) -> list[list[Hit]]:

@@ -35,12 +35,10 @@ class AlreadyExistsError(RetrieverError):
 
 
 class MissingDependencyError(RetrieverError):
-    """An optional extra is not installed."""
+    """A library a backend needs is not installed; `package` is what to pip install."""
 
-    def __init__(self, module: str, extra: str) -> None:
-        super().__init__(
-            f"the module {module!r} is not installed; run: pip install 'mcp-retriever[{extra}]'"
-        )
+    def __init__(self, module: str, package: str) -> None:
+        super().__init__(f"the module {module!r} is not installed; run: pip install '{package}'")
 
 
 class NotYetSupportedError(RetrieverError):

@@ -25,7 +25,7 @@ def _jieba_split(text: str) -> list[str]:
     try:
         import jieba
     except ImportError as e:
-        raise MissingDependencyError("jieba", "zh") from e
+        raise MissingDependencyError("jieba", "mcp-retriever[zh]") from e
     return [w for w in jieba.lcut(text) if _WORD.search(w)]
 
 

@@ -19,7 +19,7 @@ def _faiss() -> Any:
     try:
         import faiss
     except ImportError as e:
-        raise MissingDependencyError("faiss", "faiss") from e
+        raise MissingDependencyError("faiss", "faiss-cpu") from e
     return faiss
 
 
