@@ -140,16 +140,21 @@ def in_process(out: Path, queries: list[str]) -> dict[str, Any]:
         async with Client(server) as client:
             for tool in ("retriever_search", "bm25_search"):
                 await client.call_tool(tool, {"query_list": queries[:2], "top_k": 10})
-                lat = []
-                for q in queries:
-                    t = time.perf_counter()
-                    await client.call_tool(tool, {"query_list": [q], "top_k": 10})
-                    lat.append(time.perf_counter() - t)
-                res[f"{tool}_lat"] = lat
+                res[f"{tool}_lat"] = await latencies(client.call_tool, tool, queries)
                 _, res[f"{tool}_batch_s"] = await atimed(client.call_tool(tool, {"query_list": queries, "top_k": 100}))
 
     asyncio.run(go())
     return res
+
+
+async def latencies(call_tool: Any, tool: str, queries: list[str]) -> list[float]:
+    """Seconds for each single-query call, top_k=10."""
+    out = []
+    for q in queries:
+        t = time.perf_counter()
+        await call_tool(tool, {"query_list": [q], "top_k": 10})
+        out.append(time.perf_counter() - t)
+    return out
 
 
 async def atimed(coro: Any) -> tuple[Any, float]:
@@ -177,12 +182,7 @@ def over_stdio(out: Path, queries: list[str]) -> dict[str, Any]:
                     res["start_to_first_s"] = time.perf_counter() - t0
                     assert not first.is_error, first
                     for tool in ("retriever_search", "bm25_search"):
-                        lat = []
-                        for q in queries:
-                            t = time.perf_counter()
-                            await session.call_tool(tool, {"query_list": [q], "top_k": 10})
-                            lat.append(time.perf_counter() - t)
-                        res[f"{tool}_lat"] = lat
+                        res[f"{tool}_lat"] = await latencies(session.call_tool, tool, queries)
                         for text in (True, False):
                             r, s = await atimed(session.call_tool(
                                 tool, {"query_list": queries, "top_k": 100, "return_text": text}))
