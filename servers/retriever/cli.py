@@ -79,9 +79,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _search(engine: Any, mode: str, queries: list[str], k: int) -> list[Any]:
-    if mode == "bm25":
-        return engine.bm25_search(queries, k)
-    return engine.search(queries, k)
+    searches = {"dense": engine.search, "bm25": engine.bm25_search, "hybrid": engine.hybrid_search}
+    return searches[mode](queries, k)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -149,14 +148,15 @@ def parser() -> argparse.ArgumentParser:
     s = add("search", "search the saved indexes")
     s.add_argument("text")
     s.add_argument("-k", type=int, default=10)
-    s.add_argument("--mode", choices=["dense", "bm25"], default="dense")
+    s.add_argument("--mode", choices=["dense", "bm25", "hybrid"], default="dense")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_search)
 
     s = add("eval", "nDCG@10, Recall@100, MRR@10 over BEIR queries and qrels")
     s.add_argument("--queries", type=Path, required=True)
     s.add_argument("--qrels", type=Path, required=True)
-    s.add_argument("--mode", choices=["dense", "bm25"], default="dense")
+    s.add_argument("--mode", choices=["dense", "bm25", "hybrid"], default="dense",
+                   help="hybrid uses the YAML's hybrid section (fusion, rrf_k, vector_weight, candidate_depth)")
     s.add_argument("-k", type=int, default=100, help="depth of the run (default 100)")
     s.add_argument("--json", action="store_true")
     s.add_argument("--run-file", type=Path, help="write a TREC run file here")

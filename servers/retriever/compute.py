@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -23,3 +23,8 @@ def on_compute_thread(fn: Callable[..., T], *args: object) -> T:
     if threading.current_thread().name.startswith(_NAME):
         return fn(*args)
     return _executor.submit(fn, *args).result()
+
+
+def submit(fn: Callable[..., T], *args: object) -> Future[T]:
+    """Start `fn(*args)` on the compute thread; the caller goes on (e.g. with BM25) meanwhile."""
+    return _executor.submit(fn, *args)

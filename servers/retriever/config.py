@@ -79,6 +79,15 @@ class IndexBackendConfigs(_Model):
     milvus: dict[str, Any] | None = None  # not yet active
 
 
+class HybridConfig(_Model):
+    """Dense + BM25 fusion (an extension of the UltraRAG keys)."""
+
+    fusion: Literal["rrf", "convex"] = "rrf"
+    rrf_k: float = Field(60, ge=0)
+    vector_weight: float = Field(0.5, ge=0, le=1)  # the dense share; BM25 gets the rest
+    candidate_depth: int = Field(100, ge=1)  # how deep each retriever searches before fusing
+
+
 class Config(_Model):
     model_name_or_path: str = ""
     corpus_path: ResolvedPath = Path("data/sample_corpus.jsonl")
@@ -88,6 +97,7 @@ class Config(_Model):
     backend_configs: BackendConfigs = BackendConfigs()
     index_backend: Literal["faiss", "milvus"] = "faiss"
     index_backend_configs: IndexBackendConfigs = IndexBackendConfigs()
+    hybrid: HybridConfig = HybridConfig()
     batch_size: int = Field(64, ge=1)
     top_k: int = Field(5, ge=1)
     gpu_ids: str | int | None = None

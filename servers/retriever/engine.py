@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
-from .config import Config, load_config
+from . import compute
+from .config import Config, HybridConfig, load_config
 from .corpus import DocStore
 from .embedders import Embedder, build_embedder
 from .embedfile import open_embeddings, write_embeddings
@@ -27,30 +29,16 @@ from .errors import (
     NotInitializedError,
     NotYetSupportedError,
 )
+from .fusion import SCALERS
+from .hybrid import fused_rows, max_fused_score
 from .indexes import VectorIndex, index_backend
 from .persist import check_manifest, read_manifest
+from .results import as_batch, as_queries, build_hits, check_top_k, pick, split_groups
 from .sparse import BM25Index
-from .types import Document, Hit
+from .types import Hit
 
 log = logging.getLogger(__name__)
-
-
-def as_queries(query_list: str | Sequence[str], name: str = "query_list") -> list[str]:
-    """A single string or a list of strings -> a non-empty list of strings."""
-    if isinstance(query_list, str):
-        return [query_list]
-    if not isinstance(query_list, Sequence) or not query_list:
-        raise InvalidInputError(f"{name} must be a string or a non-empty list of strings")
-    bad = [i for i, q in enumerate(query_list) if not isinstance(q, str)]
-    if bad:
-        raise InvalidInputError(f"{name}[{bad[0]}] is {type(query_list[bad[0]]).__name__}, expected a string")
-    return list(query_list)
-
-
-def check_top_k(top_k: int) -> int:
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise InvalidInputError(f"top_k must be an integer >= 1, got {top_k!r}")
-    return top_k
+RowRankings = tuple[Sequence[np.ndarray], Sequence[np.ndarray]]  # per query: rows best first, scores
 
 
 @dataclass(frozen=True)
@@ -187,7 +175,7 @@ class Retriever:
             path = self._path(embedding_path, cfg.embedding_path)
             chunk = cfg.backend_configs.sentence_transformers.sentence_transformers_encode.encode_chunk_size
             manifest = dense_manifest(s.docs, embedder)
-            write_embeddings(path, s.docs, embedder, chunk, _pick(overwrite, cfg.overwrite), manifest, progress)
+            write_embeddings(path, s.docs, embedder, chunk, pick(overwrite, cfg.overwrite), manifest, progress)
             return {"embedding_path": str(path), **manifest}
 
     def embeddings_valid(self, embedding_path: str | None = None) -> bool:
@@ -206,7 +194,7 @@ class Retriever:
             s, embedder = self._need_embedder("retriever_index")
             fcfg = s.config.index_backend_configs.faiss
             folder = self._path(index_path, fcfg.index_path)
-            if read_manifest(folder) is not None and not _pick(overwrite, s.config.overwrite):
+            if read_manifest(folder) is not None and not pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"an index exists at {folder}; pass overwrite=true to rebuild it")
             expected = dense_manifest(s.docs, embedder)
             vectors = open_embeddings(self._path(embedding_path, s.config.embedding_path), expected)
@@ -218,23 +206,35 @@ class Retriever:
                 out["warnings"] = index.warnings
             return out
 
-    def search(self, query_list: str | Sequence[str], top_k: int | None = None,
-               query_instruction: str | None = None) -> list[list[Hit]]:
-        s, embedder = self._need_embedder("retriever_search")
-        queries = as_queries(query_list)
-        k = check_top_k(_pick(top_k, s.config.top_k))
+    def _dense_rows(self, s: Session, embedder: Embedder, queries: list[str], k: int,
+                    query_instruction: str | None) -> RowRankings:
         if s.dense is None:
             raise IndexMissingError("no dense index is loaded; call retriever_embed then retriever_index")
-        vectors = embedder.encode_queries(queries, _pick(query_instruction, s.config.query_instruction))
-        rows, scores = s.dense.search(vectors, k)
-        return _hits(s.docs, rows, scores)
+        vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
+        return s.dense.search(vectors, k)
+
+    def _dense_scaler(self, s: Session) -> Callable[[float], float]:
+        normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
+        return SCALERS["cosine" if normalized else "dot_product"]
+
+    def search(self, query_list: str | Sequence[str], top_k: int | None = None,
+               query_instruction: str | None = None, score_threshold: float | None = None,
+               scale_score: bool = False) -> list[list[Hit]]:
+        """Dense search. `scale_score` maps scores to 0..1 (cosine: (s + 1) / 2; inner product:
+        expit(s / 100)); `score_threshold` drops hits below it (after scaling, if asked)."""
+        s, embedder = self._need_embedder("retriever_search")
+        queries = as_queries(query_list)
+        rows, scores = self._dense_rows(s, embedder, queries, check_top_k(pick(top_k, s.config.top_k)),
+                                        query_instruction)
+        return build_hits(s.docs, rows, scores, self._dense_scaler(s) if scale_score else None, score_threshold)
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
-                     query_instruction: str | None = None) -> list[list[list[Hit]]]:
+                     query_instruction: str | None = None, score_threshold: float | None = None,
+                     scale_score: bool = False) -> list[list[list[Hit]]]:
         """One search over every query of every group, split back into the groups."""
         groups = [as_queries(g, "batch_query_list item") for g in as_batch(batch_query_list)]
-        flat = self.search([q for g in groups for q in g], top_k, query_instruction)
-        return _split(flat, groups)
+        flat = self.search([q for g in groups for q in g], top_k, query_instruction, score_threshold, scale_score)
+        return split_groups(flat, groups)
 
     # ---- BM25 ------------------------------------------------------------------------------
 
@@ -242,7 +242,7 @@ class Retriever:
         with self._write_lock:
             s = self._need("bm25_index")
             bcfg = s.config.backend_configs.bm25
-            if read_manifest(bcfg.save_path) is not None and not _pick(overwrite, s.config.overwrite):
+            if read_manifest(bcfg.save_path) is not None and not pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"a BM25 index exists at {bcfg.save_path}; pass overwrite=true to rebuild it")
             index = BM25Index.build(s.docs.texts(), bcfg, show_progress=progress)
             manifest = {"count": len(s.docs), "corpus_fingerprint": s.docs.fingerprint}
@@ -250,14 +250,74 @@ class Retriever:
             self._publish(s, bm25=index)
             return {"save_path": str(bcfg.save_path), **manifest, "lang": bcfg.lang}
 
-    def bm25_search(self, query_list: str | Sequence[str], top_k: int | None = None) -> list[list[Hit]]:
-        s = self._need("bm25_search")
-        queries = as_queries(query_list)
-        k = check_top_k(_pick(top_k, s.config.top_k))
+    def _bm25_rows(self, s: Session, queries: list[str], k: int) -> RowRankings:
         if s.bm25 is None:
             raise IndexMissingError("no BM25 index is loaded; call bm25_index")
-        rows, scores = s.bm25.search(queries, k)
-        return _hits(s.docs, rows, scores)
+        return s.bm25.search(queries, k)
+
+    def bm25_search(self, query_list: str | Sequence[str], top_k: int | None = None,
+                    score_threshold: float | None = None, scale_score: bool = False) -> list[list[Hit]]:
+        """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
+        s = self._need("bm25_search")
+        rows, scores = self._bm25_rows(s, as_queries(query_list), check_top_k(pick(top_k, s.config.top_k)))
+        return build_hits(s.docs, rows, scores, SCALERS["bm25"] if scale_score else None, score_threshold)
+
+    # ---- hybrid ----------------------------------------------------------------------------
+
+    def hybrid_search(self, query_list: str | Sequence[str], top_k: int | None = None,
+                      query_instruction: str | None = None, fusion: str | None = None,
+                      vector_weight: float | None = None, rrf_k: float | None = None,
+                      candidate_depth: int | None = None, score_threshold: float | None = None,
+                      scale_score: bool = False) -> list[list[Hit]]:
+        """Dense and BM25 at once, each `candidate_depth` deep, fused per query (see fusion.py).
+        Each hit carries its rank and score in each retriever. `scale_score` divides by the best
+        possible fused score."""
+        s, embedder = self._need_embedder("retriever_hybrid_search")
+        queries = as_queries(query_list)
+        k = check_top_k(pick(top_k, s.config.top_k))
+        h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
+                           candidate_depth=candidate_depth)
+        if s.dense is None or s.bm25 is None:
+            raise IndexMissingError("hybrid search needs both indexes: call retriever_embed + retriever_index "
+                                    "and bm25_index")
+        dense = compute.submit(self._dense_rows, s, embedder, queries, h.candidate_depth, query_instruction)
+        b_rows, b_scores = self._bm25_rows(s, queries, h.candidate_depth)
+        d_rows, d_scores = dense.result()
+        weights = [h.vector_weight, 1.0 - h.vector_weight]
+        fused = [fused_rows(s.docs, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
+                            h.fusion, weights, h.rrf_k, k) for i in range(len(queries))]
+        best = max_fused_score(h.fusion, weights, h.rrf_k)
+        return build_hits(s.docs, [f[0] for f in fused], [f[1] for f in fused],
+                     (lambda x: x / best) if scale_score else None, score_threshold, [f[2] for f in fused])
+
+    def multi_query_search(self, question_list: Sequence[str | Sequence[str]], top_k: int | None = None,
+                           mode: str = "hybrid", query_instruction: str | None = None,
+                           candidate_depth: int | None = None, score_threshold: float | None = None,
+                           scale_score: bool = False) -> list[list[Hit]]:
+        """Several phrasings per question, each searched `candidate_depth` deep with `mode`
+        (dense, bm25 or hybrid), fused with RRF (k from the YAML) into one ranking per question."""
+        s = self._need("retriever_multi_query_search")
+        k = check_top_k(pick(top_k, s.config.top_k))
+        h = hybrid_options(s.config.hybrid, candidate_depth=candidate_depth)
+        searches: dict[str, Callable[[list[str]], list[list[Hit]]]] = {
+            "dense": lambda qs: self.search(qs, h.candidate_depth, query_instruction),
+            "bm25": lambda qs: self.bm25_search(qs, h.candidate_depth),
+            "hybrid": lambda qs: self.hybrid_search(qs, h.candidate_depth, query_instruction),
+        }
+        if mode not in searches:
+            raise InvalidInputError(f"mode must be one of {sorted(searches)}, got {mode!r}")
+        groups = [as_queries(g, "question_list item") for g in as_batch(question_list)]
+        per_phrasing = split_groups(searches[mode]([q for g in groups for q in g]), groups)
+        fused = [fused_rows(s.docs, {str(i): _as_rows(hits) for i, hits in enumerate(group)}, "rrf", None,
+                            h.rrf_k, k) for group in per_phrasing]
+        best = max_fused_score("rrf", [1.0], h.rrf_k)  # equal weights summing to 1, whatever the count
+        return build_hits(s.docs, [f[0] for f in fused], [f[1] for f in fused],
+                          (lambda x: x / best) if scale_score else None, score_threshold, [f[2] for f in fused])
+
+    def hybrid_batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
+                            **options: Any) -> list[list[list[Hit]]]:
+        groups = [as_queries(g, "batch_query_list item") for g in as_batch(batch_query_list)]
+        return split_groups(self.hybrid_search([q for g in groups for q in g], top_k, **options), groups)
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -268,36 +328,13 @@ class Retriever:
         return path if path.is_absolute() or self.base_dir is None else self.base_dir / path
 
 
-
-def _pick(given: Any, default: Any) -> Any:
-    """A tool argument overrides the YAML value for this call only."""
-    return default if given is None else given
-
-
-def _hits(docs: DocStore, rows: Sequence[np.ndarray], scores: Sequence[np.ndarray]) -> list[list[Hit]]:
-    """Per query, the hits of its rows; a document found by several queries is read once."""
-    seen: dict[int, Document] = {}
-    out = []
-    for query_rows, query_scores in zip(rows, scores):
-        hits = []
-        for row, score in zip(query_rows.tolist(), query_scores.tolist()):
-            if row < 0:  # FAISS marks missing results with -1
-                continue
-            doc = seen.get(row) or seen.setdefault(row, docs.get(row))
-            hits.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata))
-        out.append(hits)
-    return out
+def hybrid_options(base: HybridConfig, **overrides: Any) -> HybridConfig:
+    """The YAML's hybrid section with per-call values, checked like the YAML."""
+    try:
+        return HybridConfig.model_validate({**base.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+    except ValidationError as e:
+        raise InvalidInputError("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())) from None
 
 
-def as_batch(batch_query_list: Any) -> list[Any]:
-    if isinstance(batch_query_list, str) or not isinstance(batch_query_list, Sequence) or not batch_query_list:
-        raise InvalidInputError("batch_query_list must be a non-empty list of query lists")
-    return list(batch_query_list)
-
-
-def _split(flat: list[list[Hit]], groups: list[list[str]]) -> list[list[list[Hit]]]:
-    out, start = [], 0
-    for g in groups:
-        out.append(flat[start : start + len(g)])
-        start += len(g)
-    return out
+def _as_rows(hits: list[Hit]) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray([h.row for h in hits], np.int64), np.asarray([h.score for h in hits], np.float64)

@@ -12,7 +12,7 @@ import functools
 import json
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
@@ -37,6 +37,8 @@ def format_hits(results: list[list[Hit]], return_text: bool = True, return_metad
     out["ret_scores"] = [[round(h.score, 6) for h in hits] for hits in results]
     if return_metadata:
         out["ret_meta"] = [[h.metadata for h in hits] for hits in results]
+    if any(h.sources is not None for hits in results for h in hits):
+        out["ret_sources"] = [[h.sources for h in hits] for hits in results]
     return out
 
 
@@ -78,7 +80,8 @@ def tool_errors(fn: F) -> F:
 
 
 def build_server(engine: Retriever) -> FastMCP:
-    mcp = FastMCP("retriever", instructions="Dense, BM25 search over a local corpus. Call retriever_init first.")
+    mcp = FastMCP("retriever", instructions="Dense, BM25 and hybrid search over a local corpus. "
+                                            "Call retriever_init first.")
 
     @mcp.tool(output_schema=None)
     @tool_errors
@@ -128,11 +131,15 @@ def build_server(engine: Retriever) -> FastMCP:
         query_list: list[str] | str,
         top_k: int | None = None,
         query_instruction: str | None = None,
+        score_threshold: float | None = None,
+        scale_score: bool = False,
         return_text: bool = True,
         return_metadata: bool = False,
     ) -> ToolResult:
-        """Dense search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first."""
-        return reply(format_hits(engine.search(query_list, top_k, query_instruction), return_text, return_metadata))
+        """Dense search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first.
+        scale_score maps scores to 0..1 (cosine: (s+1)/2); score_threshold drops hits below it."""
+        hits = engine.search(query_list, top_k, query_instruction, score_threshold, scale_score)
+        return reply(format_hits(hits, return_text, return_metadata))
 
     @mcp.tool(output_schema=None)
     @tool_errors
@@ -140,12 +147,75 @@ def build_server(engine: Retriever) -> FastMCP:
         batch_query_list: list[list[str] | str],
         top_k: int | None = None,
         query_instruction: str | None = None,
+        score_threshold: float | None = None,
+        scale_score: bool = False,
         return_text: bool = True,
         return_metadata: bool = False,
     ) -> ToolResult:
         """Dense search for groups of queries. Returns ret_psg_ls, ret_ids_ls, ret_scores_ls."""
-        groups = engine.batch_search(batch_query_list, top_k, query_instruction)
+        groups = engine.batch_search(batch_query_list, top_k, query_instruction, score_threshold, scale_score)
         return reply(format_batch(groups, return_text, return_metadata))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def retriever_hybrid_search(
+        query_list: list[str] | str,
+        top_k: int | None = None,
+        query_instruction: str | None = None,
+        fusion: Literal["rrf", "convex"] | None = None,
+        vector_weight: float | None = None,
+        rrf_k: float | None = None,
+        candidate_depth: int | None = None,
+        score_threshold: float | None = None,
+        scale_score: bool = False,
+        return_text: bool = True,
+        return_metadata: bool = False,
+    ) -> ToolResult:
+        """Dense + BM25 at once, fused (rrf: sum of w/(k+rank); convex: weighted min-max scores).
+        vector_weight is the dense share. Adds ret_sources: per hit, its rank and score in each retriever."""
+        hits = engine.hybrid_search(query_list, top_k, query_instruction, fusion, vector_weight, rrf_k,
+                                    candidate_depth, score_threshold, scale_score)
+        return reply(format_hits(hits, return_text, return_metadata))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def retriever_hybrid_batch_search(
+        batch_query_list: list[list[str] | str],
+        top_k: int | None = None,
+        query_instruction: str | None = None,
+        fusion: Literal["rrf", "convex"] | None = None,
+        vector_weight: float | None = None,
+        rrf_k: float | None = None,
+        candidate_depth: int | None = None,
+        score_threshold: float | None = None,
+        scale_score: bool = False,
+        return_text: bool = True,
+        return_metadata: bool = False,
+    ) -> ToolResult:
+        """Hybrid search for groups of queries. Returns ret_psg_ls, ret_ids_ls, ret_scores_ls, ret_sources_ls."""
+        groups = engine.hybrid_batch_search(
+            batch_query_list, top_k, query_instruction=query_instruction, fusion=fusion, vector_weight=vector_weight,
+            rrf_k=rrf_k, candidate_depth=candidate_depth, score_threshold=score_threshold, scale_score=scale_score)
+        return reply(format_batch(groups, return_text, return_metadata))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def retriever_multi_query_search(
+        question_list: list[list[str] | str],
+        top_k: int | None = None,
+        mode: Literal["hybrid", "dense", "bm25"] = "hybrid",
+        query_instruction: str | None = None,
+        candidate_depth: int | None = None,
+        score_threshold: float | None = None,
+        scale_score: bool = False,
+        return_text: bool = True,
+        return_metadata: bool = False,
+    ) -> ToolResult:
+        """Several phrasings per question: each searched with `mode`, fused with RRF into one ranking
+        per question. Returns ret_psg, ret_ids, ret_scores (one list per question) and ret_sources."""
+        hits = engine.multi_query_search(question_list, top_k, mode, query_instruction, candidate_depth,
+                                         score_threshold, scale_score)
+        return reply(format_hits(hits, return_text, return_metadata))
 
     @mcp.tool(output_schema=None)
     @tool_errors
@@ -158,10 +228,14 @@ def build_server(engine: Retriever) -> FastMCP:
     def bm25_search(
         query_list: list[str] | str,
         top_k: int | None = None,
+        score_threshold: float | None = None,
+        scale_score: bool = False,
         return_text: bool = True,
         return_metadata: bool = False,
     ) -> ToolResult:
-        """BM25 search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first."""
-        return reply(format_hits(engine.bm25_search(query_list, top_k), return_text, return_metadata))
+        """BM25 search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first.
+        scale_score maps scores to 0..1 with expit(s/8); score_threshold drops hits below it."""
+        hits = engine.bm25_search(query_list, top_k, score_threshold, scale_score)
+        return reply(format_hits(hits, return_text, return_metadata))
 
     return mcp

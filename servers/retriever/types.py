@@ -15,10 +15,12 @@ class Document:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """One ranked result: the corpus row it came from, its id, text and score."""
+    """One ranked result: the corpus row it came from, its id, text and score. A fused hit also
+    says where it came from: per retriever, its rank and score there (None if it was not found)."""
 
     row: int
     id: str
     text: str
     score: float
     metadata: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, dict[str, float] | None] | None = None

@@ -1,0 +1,84 @@
+"""Rank fusion and score scaling: pure functions, one formula each, chosen from a dict. No I/O.
+
+A ranking is a sequence of (key, score), best first; keys are unique within a ranking. Fused
+rankings are sorted by score, highest first, equal scores by key (deterministic).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
+Ranking = Sequence[tuple[K, float]]
+
+
+def _weights(n: int, weights: Sequence[float] | None) -> list[float]:
+    if weights is None:
+        return [1.0 / n] * n if n else []
+    if len(weights) != n or any(w < 0 for w in weights) or not any(weights):
+        raise ValueError(f"need {n} non-negative weights, not all zero; got {list(weights)}")
+    return list(weights)
+
+
+def _sorted(scores: dict[K, float]) -> list[tuple[K, float]]:
+    return sorted(scores.items(), key=lambda kv: (-kv[1], str(kv[0])))
+
+
+def rrf(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 60) -> list[tuple[K, float]]:
+    """Weighted reciprocal rank fusion: sum over rankings of w_i / (k + rank_i), ranks from 1."""
+    if k < 0:
+        raise ValueError(f"rrf k must be >= 0, got {k}")
+    fused: dict[K, float] = {}
+    for w, ranking in zip(_weights(len(rankings), weights), rankings):
+        for rank, (key, _) in enumerate(ranking, start=1):
+            fused[key] = fused.get(key, 0.0) + w / (k + rank)
+    return _sorted(fused)
+
+
+def minmax(ranking: Ranking) -> list[tuple[K, float]]:
+    """Scores mapped to 0..1 within one list (all equal -> all 1)."""
+    if not ranking:
+        return []
+    lo = min(s for _, s in ranking)
+    hi = max(s for _, s in ranking)
+    span = hi - lo
+    return [(key, (s - lo) / span if span > 0 else 1.0) for key, s in ranking]
+
+
+def convex(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 0) -> list[tuple[K, float]]:
+    """Convex combination of min-max normalised scores; a key missing from a list scores 0 there."""
+    fused: dict[K, float] = {}
+    for w, ranking in zip(_weights(len(rankings), weights), rankings):
+        for key, s in minmax(ranking):
+            fused[key] = fused.get(key, 0.0) + w * s
+    return _sorted(fused)
+
+
+FUSIONS: dict[str, Callable[..., list]] = {"rrf": rrf, "convex": convex}
+
+
+def fuse(method: str, rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 60) -> list:
+    try:
+        fn = FUSIONS[method]
+    except KeyError:
+        raise ValueError(f"unknown fusion {method!r}; choose one of {sorted(FUSIONS)}") from None
+    return fn(rankings, weights, k)
+
+
+# ---- scaling to 0..1 (Haystack's conventions) ------------------------------------------------
+
+DOT_PRODUCT_SCALE = 100.0  # inner product of unnormalised vectors: expit(s / 100)
+BM25_SCALE = 8.0  # BM25: expit(s / 8)
+
+
+def expit(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+SCALERS: dict[str, Callable[[float], float]] = {
+    "cosine": lambda s: (s + 1.0) / 2.0,
+    "dot_product": lambda s: expit(s / DOT_PRODUCT_SCALE),
+    "bm25": lambda s: expit(s / BM25_SCALE),
+}

@@ -1,0 +1,38 @@
+"""Fusing per-retriever rankings of one query into hits: used by hybrid and multi-query search."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from .corpus import DocStore
+from .fusion import fuse
+
+RowRanking = tuple[np.ndarray, np.ndarray]  # rows best first, their scores
+
+
+def fused_rows(
+    docs: DocStore, rankings: Mapping[str, RowRanking], method: str, weights: Sequence[float] | None,
+    k: float, top_k: int,
+) -> tuple[np.ndarray, np.ndarray, list[dict[str, dict[str, float] | None]]]:
+    """Rows and fused scores (best first, ties by id) and, per row, its rank and score in each input."""
+    named = {
+        name: [(docs.ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist()) if r >= 0]
+        for name, (rows, scores) in rankings.items()
+    }
+    row_of = {docs.ids[r]: r for rows, _ in rankings.values() for r in rows.tolist() if r >= 0}
+    fused = fuse(method, list(named.values()), weights, k)[:top_k]
+    where = {
+        name: {doc_id: {"rank": rank, "score": score} for rank, (doc_id, score) in enumerate(ranking, start=1)}
+        for name, ranking in named.items()
+    }
+    sources = [{name: where[name].get(doc_id) for name in named} for doc_id, _ in fused]
+    rows = np.asarray([row_of[doc_id] for doc_id, _ in fused], dtype=np.int64)
+    scores = np.asarray([score for _, score in fused], dtype=np.float64)
+    return rows, scores, sources
+
+
+def max_fused_score(method: str, weights: Sequence[float], k: float) -> float:
+    """The best score a document can get: found first by every retriever (for scaling to 0..1)."""
+    return sum(weights) / (k + 1) if method == "rrf" else sum(weights)

@@ -1,0 +1,71 @@
+"""Tool input checks and result assembly shared by every search: pure helpers, no I/O but the
+document store's reads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .corpus import DocStore
+from .errors import InvalidInputError
+from .types import Document, Hit
+
+
+def as_queries(query_list: str | Sequence[str], name: str = "query_list") -> list[str]:
+    """A single string or a list of strings -> a non-empty list of strings."""
+    if isinstance(query_list, str):
+        return [query_list]
+    if not isinstance(query_list, Sequence) or not query_list:
+        raise InvalidInputError(f"{name} must be a string or a non-empty list of strings")
+    bad = [i for i, q in enumerate(query_list) if not isinstance(q, str)]
+    if bad:
+        raise InvalidInputError(f"{name}[{bad[0]}] is {type(query_list[bad[0]]).__name__}, expected a string")
+    return list(query_list)
+
+
+def check_top_k(top_k: int) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise InvalidInputError(f"top_k must be an integer >= 1, got {top_k!r}")
+    return top_k
+
+
+def pick(given: Any, default: Any) -> Any:
+    """A tool argument overrides the YAML value for this call only."""
+    return default if given is None else given
+
+
+def build_hits(docs: DocStore, rows: Sequence[np.ndarray], scores: Sequence[np.ndarray],
+          scale: Callable[[float], float] | None = None, threshold: float | None = None,
+          sources: Sequence[list[Any]] | None = None) -> list[list[Hit]]:
+    """Per query, the hits of its rows, scaled and thresholded; a document is read once per call."""
+    seen: dict[int, Document] = {}
+    out = []
+    for q, (query_rows, query_scores) in enumerate(zip(rows, scores)):
+        hits = []
+        for i, (row, score) in enumerate(zip(query_rows.tolist(), query_scores.tolist())):
+            if row < 0:  # FAISS marks missing results with -1
+                continue
+            score = scale(score) if scale else score
+            if threshold is not None and score < threshold:
+                continue
+            doc = seen.get(row) or seen.setdefault(row, docs.get(row))
+            hits.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata,
+                            sources=sources[q][i] if sources is not None else None))
+        out.append(hits)
+    return out
+
+
+def as_batch(batch_query_list: Any) -> list[Any]:
+    if isinstance(batch_query_list, str) or not isinstance(batch_query_list, Sequence) or not batch_query_list:
+        raise InvalidInputError("batch_query_list must be a non-empty list of query lists")
+    return list(batch_query_list)
+
+
+def split_groups(flat: list[list[Hit]], groups: list[list[str]]) -> list[list[list[Hit]]]:
+    out, start = [], 0
+    for g in groups:
+        out.append(flat[start : start + len(g)])
+        start += len(g)
+    return out
