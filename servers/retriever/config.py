@@ -85,7 +85,7 @@ class HybridConfig(_Model):
     fusion: Literal["rrf", "convex"] = "rrf"
     rrf_k: float = Field(60, ge=0)
     vector_weight: float = Field(0.5, ge=0, le=1)  # the dense share; BM25 gets the rest
-    candidate_depth: int = Field(100, ge=1)  # how deep each retriever searches before fusing
+    candidate_depth: int = Field(1000, ge=1)  # how deep each retriever searches before fusing (bench/HYBRID_TUNING.md)
 
 
 class Config(_Model):

@@ -1,0 +1,83 @@
+"""Fusion and scaling: exact values for the formulas, properties (hypothesis) for the rest."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from retriever.fusion import SCALERS, convex, fuse, minmax, rrf
+
+
+def test_rrf_formula_with_weights() -> None:
+    fused = dict(rrf([[("a", 9.0), ("b", 1.0)], [("b", 5.0), ("c", 4.0)]], weights=[0.7, 0.3], k=60))
+    assert fused["a"] == pytest.approx(0.7 / 61)
+    assert fused["b"] == pytest.approx(0.7 / 62 + 0.3 / 61)
+    assert fused["c"] == pytest.approx(0.3 / 62)
+
+
+def test_convex_formula_min_max_per_list() -> None:
+    fused = dict(convex([[("a", 3.0), ("b", 2.0), ("c", 1.0)], [("c", 10.0), ("a", 0.0)]], weights=[0.6, 0.4]))
+    assert fused == pytest.approx({"a": 0.6, "b": 0.3, "c": 0.4})
+
+
+def test_equal_scores_break_ties_by_id() -> None:
+    assert [key for key, _ in rrf([[("b", 1.0)], [("a", 1.0)]])] == ["a", "b"]
+    assert [key for key, _ in minmax([("x", 2.0), ("y", 2.0)])] == ["x", "y"]
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        pytest.param(lambda: rrf([[("a", 1.0)]], weights=[0.5, 0.5]), "need 1 non-negative weights", id="count"),
+        pytest.param(lambda: rrf([[("a", 1.0)], []], weights=[0, 0]), "not all zero", id="all-zero"),
+        pytest.param(lambda: rrf([[("a", 1.0)]], k=-1), "rrf k must be >= 0", id="negative-k"),
+        pytest.param(lambda: fuse("max", [[("a", 1.0)]]), "unknown fusion 'max'", id="unknown"),
+    ],
+)
+def test_bad_fusion_arguments(call, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@pytest.mark.parametrize(
+    "scaler, score, expected",
+    [("cosine", -1.0, 0.0), ("cosine", 1.0, 1.0), ("cosine", 0.0, 0.5), ("bm25", 0.0, 0.5),
+     ("bm25", 8.0, 1 / (1 + math.exp(-1))), ("dot_product", 100.0, 1 / (1 + math.exp(-1)))],
+)
+def test_scalers(scaler: str, score: float, expected: float) -> None:
+    assert SCALERS[scaler](score) == pytest.approx(expected)
+
+
+def rankings_strategy(max_lists: int = 4) -> st.SearchStrategy:
+    """Lists of unique ids ('d0'..'d29') with descending scores, as retrievers return them."""
+    one = st.lists(st.sampled_from([f"d{i}" for i in range(30)]), unique=True, max_size=15).map(
+        lambda ids: [(doc, float(len(ids) - i)) for i, doc in enumerate(ids)])
+    return st.lists(one, min_size=1, max_size=max_lists)
+
+
+@pytest.mark.parametrize("method", ["rrf", "convex"])
+@given(ranking=rankings_strategy(1).map(lambda r: r[0]))
+def test_fusing_one_list_keeps_its_order(method: str, ranking: list) -> None:
+    assert [d for d, _ in fuse(method, [ranking])] == [d for d, _ in ranking]
+
+
+@pytest.mark.parametrize("method", ["rrf", "convex"])
+@given(rankings=rankings_strategy(), data=st.data())
+def test_order_of_input_lists_does_not_matter_with_equal_weights(method: str, rankings: list, data) -> None:
+    shuffled = data.draw(st.permutations(rankings))
+    a, b = fuse(method, rankings), fuse(method, shuffled)
+    assert [d for d, _ in a] == [d for d, _ in b]
+    assert [s for _, s in a] == pytest.approx([s for _, s in b])
+
+
+@pytest.mark.parametrize("method", ["rrf", "convex"])
+@given(rankings=rankings_strategy())
+def test_output_ids_come_from_inputs_once_each(method: str, rankings: list) -> None:
+    out = [d for d, _ in fuse(method, rankings)]
+    assert len(out) == len(set(out))
+    assert set(out) == {d for r in rankings for d, _ in r}
+    scores = [s for _, s in fuse(method, rankings)]
+    assert scores == sorted(scores, reverse=True)
