@@ -7,7 +7,7 @@ SCIFACT := --set corpus_path=data/scifact/corpus.jsonl \
 	--set index_backend_configs.faiss.index_path=index/scifact/faiss \
 	--set backend_configs.bm25.save_path=index/scifact/bm25
 
-.PHONY: setup demo test test-fast eval-scifact bench clean
+.PHONY: setup demo test test-fast eval-scifact tune-hybrid bench clean
 
 $(BIN)/retriever: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,10 @@ eval-scifact: setup
 	$(BIN)/retriever index $(SCIFACT)
 	$(BIN)/retriever eval $(SCIFACT) --mode bm25 --queries data/scifact/queries.jsonl --qrels data/scifact/qrels/test.tsv
 	$(BIN)/retriever eval $(SCIFACT) --mode dense --queries data/scifact/queries.jsonl --qrels data/scifact/qrels/test.tsv
+	$(BIN)/retriever eval $(SCIFACT) --mode hybrid --queries data/scifact/queries.jsonl --qrels data/scifact/qrels/test.tsv
+
+tune-hybrid: eval-scifact
+	$(BIN)/python bench/tune_hybrid.py
 
 bench: setup
 	$(BIN)/pip install --quiet psutil

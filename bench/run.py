@@ -27,6 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = ROOT / "data" / "scifact"
 BIN = Path(sys.executable).parent
+TOOLS = ("retriever_search", "bm25_search", "retriever_hybrid_search")
 
 
 def ms(xs: list[float]) -> str:
@@ -138,7 +139,7 @@ def in_process(out: Path, queries: list[str]) -> dict[str, Any]:
 
     async def go() -> None:
         async with Client(server) as client:
-            for tool in ("retriever_search", "bm25_search"):
+            for tool in TOOLS:
                 await client.call_tool(tool, {"query_list": queries[:2], "top_k": 10})
                 res[f"{tool}_lat"] = await latencies(client.call_tool, tool, queries)
                 _, res[f"{tool}_batch_s"] = await atimed(client.call_tool(tool, {"query_list": queries, "top_k": 100}))
@@ -181,7 +182,7 @@ def over_stdio(out: Path, queries: list[str]) -> dict[str, Any]:
                     first = await session.call_tool("retriever_search", {"query_list": [queries[0]], "top_k": 10})
                     res["start_to_first_s"] = time.perf_counter() - t0
                     assert not first.is_error, first
-                    for tool in ("retriever_search", "bm25_search"):
+                    for tool in TOOLS:
                         res[f"{tool}_lat"] = await latencies(session.call_tool, tool, queries)
                         for text in (True, False):
                             r, s = await atimed(session.call_tool(
@@ -238,32 +239,33 @@ def write_report(path: Path, queries: list[str], raw_dense: dict, raw_bm25: dict
                  inproc: dict, stdio: dict) -> None:
     n = len(queries)
     d_text, d_size = stdio["retriever_search_batch_text"]
-    d_ids, d_isize = stdio["retriever_search_batch_ids"]
-    b_text, b_size = stdio["bm25_search_batch_text"]
-    b_ids, b_isize = stdio["bm25_search_batch_ids"]
+
+    def row(label: str, cells: list[str]) -> str:
+        return f"| {label} | " + " | ".join(cells) + " |"
+
+    def batch(key: str) -> list[str]:
+        return [f"{stdio[f'{t}_batch_{key}'][0]:.2f} s ({stdio[f'{t}_batch_{key}'][1] / 1e6:.2f} MB reply)" for t in TOOLS]
+
     lines = [
         "# Benchmark: SciFact (5,183 passages), this server against the raw libraries",
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores ({platform.processor() or platform.machine()}),"
         f" Python {platform.python_version()}, CPU only, in one run of `python bench/run.py`"
         f" ({n} test queries). Latency is median / p95 in ms. The machine is shared and noisy: compare rows"
-        " of the same run.",
+        " of the same run. Hybrid: RRF k=60 of dense and BM25, each 1000 deep (the shipped parameter.yaml).",
         "",
-        "| | dense (MiniLM + FAISS flat IP) | BM25 (bm25s) |",
-        "|---|---|---|",
-        f"| index time, raw libraries | {raw_dense['index_s']:.1f} s | {raw_bm25['index_s']:.2f} s |",
-        f"| index time, `retriever index` (embed + FAISS, BM25; with manifests) | {built['dense_seconds']:.1f} s"
-        f" | {built['bm25_seconds']:.2f} s |",
-        f"| batched search {n} queries top_k=100, raw | {raw_dense['batch_s']:.2f} s | {raw_bm25['batch_s']:.2f} s |",
-        f"| batched search, MCP in process (with passages) | {inproc['retriever_search_batch_s']:.2f} s"
-        f" | {inproc['bm25_search_batch_s']:.2f} s |",
-        f"| batched search, MCP over stdio, with passages | {d_text:.2f} s ({d_size / 1e6:.1f} MB reply)"
-        f" | {b_text:.2f} s ({b_size / 1e6:.1f} MB) |",
-        f"| batched search, MCP over stdio, ids + scores only | {d_ids:.2f} s ({d_isize / 1e6:.2f} MB)"
-        f" | {b_ids:.2f} s ({b_isize / 1e6:.2f} MB) |",
-        f"| single query top_k=10, raw | {ms(raw_dense['lat'])} | {ms(raw_bm25['lat'])} |",
-        f"| single query, MCP in process | {ms(inproc['retriever_search_lat'])} | {ms(inproc['bm25_search_lat'])} |",
-        f"| single query, MCP over stdio | {ms(stdio['retriever_search_lat'])} | {ms(stdio['bm25_search_lat'])} |",
+        "| | dense (MiniLM + FAISS flat IP) | BM25 (bm25s) | hybrid (dense + BM25, RRF) |",
+        "|---|---|---|---|",
+        row("index time, raw libraries", [f"{raw_dense['index_s']:.1f} s", f"{raw_bm25['index_s']:.2f} s", "-"]),
+        row("index time, `retriever index` (with manifests)",
+            [f"{built['dense_seconds']:.1f} s", f"{built['bm25_seconds']:.2f} s", "-"]),
+        row(f"batched search {n} queries top_k=100, raw", [f"{raw_dense['batch_s']:.2f} s", f"{raw_bm25['batch_s']:.2f} s", "-"]),
+        row("batched search, MCP in process (with passages)", [f"{inproc[f'{t}_batch_s']:.2f} s" for t in TOOLS]),
+        row("batched search, MCP over stdio, with passages", batch("text")),
+        row("batched search, MCP over stdio, ids + scores only", batch("ids")),
+        row("single query top_k=10, raw", [ms(raw_dense["lat"]), ms(raw_bm25["lat"]), "-"]),
+        row("single query, MCP in process", [ms(inproc[f"{t}_lat"]) for t in TOOLS]),
+        row("single query, MCP over stdio", [ms(stdio[f"{t}_lat"]) for t in TOOLS]),
         "",
         "- Batched search with passages over stdio, by reply size (top_k=100): "
         + ", ".join(f"{n} queries {stdio[f'scaling_{n}'][1] / 1e6:.1f} MB in {stdio[f'scaling_{n}'][0]:.2f} s"

@@ -36,7 +36,7 @@ async def main(config: Path) -> None:
         for tool, args in steps:
             result = await client.call_tool(tool, args)
             print(f"{tool}: {result.structured_content}")
-        for tool in ("retriever_search", "bm25_search"):
+        for tool in ("retriever_search", "bm25_search", "retriever_hybrid_search"):
             result = (await client.call_tool(tool, {"query_list": QUERIES, "top_k": 3})).structured_content
             print(f"\n=== {tool} (top 3) ===")
             for query, ids, scores, texts in zip(QUERIES, result["ret_ids"], result["ret_scores"], result["ret_psg"]):

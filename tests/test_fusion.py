@@ -81,3 +81,9 @@ def test_output_ids_come_from_inputs_once_each(method: str, rankings: list) -> N
     assert set(out) == {d for r in rankings for d, _ in r}
     scores = [s for _, s in fuse(method, rankings)]
     assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.parametrize("method", ["rrf", "convex"])
+@given(rankings=rankings_strategy(), limit=st.integers(min_value=0, max_value=40))
+def test_limit_is_the_head_of_the_full_fusion(method: str, rankings: list, limit: int) -> None:
+    assert fuse(method, rankings, limit=limit) == fuse(method, rankings)[:limit]

@@ -6,6 +6,7 @@ rankings are sorted by score, highest first, equal scores by key (deterministic)
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
@@ -22,11 +23,17 @@ def _weights(n: int, weights: Sequence[float] | None) -> list[float]:
     return list(weights)
 
 
-def _sorted(scores: dict[K, float]) -> list[tuple[K, float]]:
-    return sorted(scores.items(), key=lambda kv: (-kv[1], str(kv[0])))
+def _sorted(scores: dict[K, float], limit: int | None) -> list[tuple[K, float]]:
+    def order(kv: tuple[K, float]) -> tuple[float, str]:
+        return -kv[1], str(kv[0])
+
+    if limit is None or limit >= len(scores):
+        return sorted(scores.items(), key=order)
+    return heapq.nsmallest(limit, scores.items(), key=order)
 
 
-def rrf(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 60) -> list[tuple[K, float]]:
+def rrf(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 60,
+        limit: int | None = None) -> list[tuple[K, float]]:
     """Weighted reciprocal rank fusion: sum over rankings of w_i / (k + rank_i), ranks from 1."""
     if k < 0:
         raise ValueError(f"rrf k must be >= 0, got {k}")
@@ -34,7 +41,7 @@ def rrf(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: 
     for w, ranking in zip(_weights(len(rankings), weights), rankings):
         for rank, (key, _) in enumerate(ranking, start=1):
             fused[key] = fused.get(key, 0.0) + w / (k + rank)
-    return _sorted(fused)
+    return _sorted(fused, limit)
 
 
 def minmax(ranking: Ranking) -> list[tuple[K, float]]:
@@ -47,24 +54,27 @@ def minmax(ranking: Ranking) -> list[tuple[K, float]]:
     return [(key, (s - lo) / span if span > 0 else 1.0) for key, s in ranking]
 
 
-def convex(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 0) -> list[tuple[K, float]]:
+def convex(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 0,
+           limit: int | None = None) -> list[tuple[K, float]]:
     """Convex combination of min-max normalised scores; a key missing from a list scores 0 there."""
     fused: dict[K, float] = {}
     for w, ranking in zip(_weights(len(rankings), weights), rankings):
         for key, s in minmax(ranking):
             fused[key] = fused.get(key, 0.0) + w * s
-    return _sorted(fused)
+    return _sorted(fused, limit)
 
 
 FUSIONS: dict[str, Callable[..., list]] = {"rrf": rrf, "convex": convex}
 
 
-def fuse(method: str, rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 60) -> list:
+def fuse(method: str, rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 60,
+         limit: int | None = None) -> list:
+    """`method` over `rankings`; the best `limit` (default all), best first."""
     try:
         fn = FUSIONS[method]
     except KeyError:
         raise ValueError(f"unknown fusion {method!r}; choose one of {sorted(FUSIONS)}") from None
-    return fn(rankings, weights, k)
+    return fn(rankings, weights, k, limit)
 
 
 # ---- scaling to 0..1 (Haystack's conventions) ------------------------------------------------

@@ -15,22 +15,24 @@ RowRanking = tuple[np.ndarray, np.ndarray]  # rows best first, their scores
 def fused_rows(
     docs: DocStore, rankings: Mapping[str, RowRanking], method: str, weights: Sequence[float] | None,
     k: float, top_k: int,
-) -> tuple[np.ndarray, np.ndarray, list[dict[str, dict[str, float] | None]]]:
+) -> tuple[np.ndarray, np.ndarray, list[dict[str, tuple[int, float] | None]]]:
     """Rows and fused scores (best first, ties by id) and, per row, its rank and score in each input."""
     named = {
         name: [(docs.ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist()) if r >= 0]
         for name, (rows, scores) in rankings.items()
     }
     row_of = {docs.ids[r]: r for rows, _ in rankings.values() for r in rows.tolist() if r >= 0}
-    fused = fuse(method, list(named.values()), weights, k)[:top_k]
-    where = {
-        name: {doc_id: {"rank": rank, "score": score} for rank, (doc_id, score) in enumerate(ranking, start=1)}
-        for name, ranking in named.items()
-    }
-    sources = [{name: where[name].get(doc_id) for name in named} for doc_id, _ in fused]
+    fused = fuse(method, list(named.values()), weights, k, limit=top_k)
+    rank_of = {name: {doc_id: rank for rank, (doc_id, _) in enumerate(ranking)} for name, ranking in named.items()}
+    sources = [{name: _source(named[name], rank_of[name].get(doc_id)) for name in named} for doc_id, _ in fused]
     rows = np.asarray([row_of[doc_id] for doc_id, _ in fused], dtype=np.int64)
     scores = np.asarray([score for _, score in fused], dtype=np.float64)
     return rows, scores, sources
+
+
+def _source(ranking: list[tuple[str, float]], index: int | None) -> tuple[int, float] | None:
+    """(rank from 1, score) of the document at `index` of a retriever's list, None if absent."""
+    return None if index is None else (index + 1, ranking[index][1])
 
 
 def max_fused_score(method: str, weights: Sequence[float], k: float) -> float:

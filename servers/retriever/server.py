@@ -37,9 +37,20 @@ def format_hits(results: list[list[Hit]], return_text: bool = True, return_metad
     out["ret_scores"] = [[round(h.score, 6) for h in hits] for hits in results]
     if return_metadata:
         out["ret_meta"] = [[h.metadata for h in hits] for hits in results]
-    if any(h.sources is not None for hits in results for h in hits):
-        out["ret_sources"] = [[h.sources for h in hits] for hits in results]
+    names = next((list(h.sources) for hits in results for h in hits if h.sources), [])
+    if names:
+        out["ret_sources"] = {name: _source_columns(results, name) for name in names}
     return out
+
+
+def _source_columns(results: list[list[Hit]], name: str) -> dict[str, list[list[Any]]]:
+    """Per retriever, its rank and score of each fused hit (null where it did not find it), in
+    the nesting of ret_ids: columns keep a large reply small."""
+    cells = [[(h.sources or {}).get(name) for h in hits] for hits in results]
+    return {
+        "rank": [[c[0] if c else None for c in row] for row in cells],
+        "score": [[round(c[1], 6) if c else None for c in row] for row in cells],
+    }
 
 
 def format_batch(groups: list[list[list[Hit]]], return_text: bool = True, return_metadata: bool = False) -> dict[str, Any]:

@@ -48,6 +48,12 @@ class BM25Index:
         self._model = model
         self._tokenizer = tokenizer
         self.manifest = manifest
+        # Tokenizer id -> column of the model's score matrix (-1: not in the index), built once,
+        # so a query is tokenized to ids and looked up without a per-query reverse vocabulary.
+        vocab = tokenizer.get_vocab_dict()
+        self._column = np.full(max(vocab.values(), default=-1) + 1, -1, dtype=np.int64)
+        for term, token_id in vocab.items():
+            self._column[token_id] = model.vocab_dict.get(term, -1)
 
     @classmethod
     def build(cls, texts: Iterable[str], cfg: BM25Config, show_progress: bool = True) -> BM25Index:
@@ -93,12 +99,12 @@ class BM25Index:
     def search(self, queries: Sequence[str], k: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Per query: rows best first and their scores, at most k; documents that share no
         term with the query (score 0) are not results, so a query of unknown words finds none."""
-        tokens = self._tokenizer.tokenize(list(queries), update_vocab=False, return_as="string", show_progress=False)
-        vocab = self._model.vocab_dict  # term -> column of the score matrix, saved with the model
+        tokens = self._tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
         rows_out, scores_out = [], []
-        for terms in tokens:
-            ids = [vocab[t] for t in terms if t in vocab]
-            scores = self._model.get_scores_from_ids(ids) if ids else np.zeros(len(self), np.float32)
+        for token_ids in tokens:
+            columns = self._column[np.asarray(token_ids, dtype=np.int64)] if token_ids else np.empty(0, np.int64)
+            columns = columns[columns >= 0].tolist()
+            scores = self._model.get_scores_from_ids(columns) if columns else np.zeros(len(self), np.float32)
             rows = top_k(scores, k)
             rows = rows[scores[rows] > 0]
             rows_out.append(rows)

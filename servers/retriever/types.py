@@ -23,4 +23,4 @@ class Hit:
     text: str
     score: float
     metadata: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, dict[str, float] | None] | None = None
+    sources: dict[str, tuple[int, float] | None] | None = None  # retriever -> (rank, score)
