@@ -190,6 +190,7 @@ def over_stdio(out: Path, queries: list[str]) -> dict[str, Any]:
                             assert not r.is_error
                             size = len(json.dumps(r.structured_content, separators=(",", ":")))
                             res[f"{tool}_batch_{'text' if text else 'ids'}"] = (s, size)
+                        res[f"peak_mb_after_{tool}"] = server_peak_mb()
                     # Reply size against time: the client's stdio reader re-joins and re-splits its
                     # whole buffer on every 64 KB chunk, so its time grows with the square of a reply.
                     for n in (75, 150):
@@ -275,8 +276,9 @@ def write_report(path: Path, queries: list[str], raw_dense: dict, raw_bm25: dict
         " ask for `return_text=false` and fetch the passages it needs.",
         f"- Server start to first answer from a saved index (spawn `retriever serve` over stdio, initialize,"
         f" `retriever_init`, one `retriever_search`): **{stdio['start_to_first_s']:.2f} s**.",
-        f"- Peak resident memory (VmHWM) of the stdio server after all the searches above:"
-        f" **{stdio['peak_mb']:.0f} MB**; raw libraries in their own processes: dense"
+        f"- Peak resident memory (VmHWM) of the stdio server: **{stdio['peak_mb_after_bm25_search']:.0f} MB** after"
+        f" every dense and BM25 search above (the 45 MB replies included), {stdio['peak_mb']:.0f} MB at the end"
+        f" (hybrid searches and the reply-size series included); raw libraries in their own processes: dense"
         f" {raw_dense['peak_mb']:.0f} MB (while embedding the corpus), BM25 {raw_bm25['peak_mb']:.0f} MB.",
         f"- Overhead of MCP over stdio against the raw libraries, median single query: dense"
         f" {(statistics.median(stdio['retriever_search_lat']) - statistics.median(raw_dense['lat'])) * 1000:+.1f} ms,"
