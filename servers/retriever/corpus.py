@@ -116,9 +116,5 @@ class DocStore:
         """Bytes of each record: a free proxy for its length in tokens."""
         return self._ends - self._starts
 
-    def close(self) -> None:
-        self._map.close()
-        self._file.close()
-
     def info(self) -> dict[str, Any]:
         return {"path": str(self.path), "documents": len(self), "fingerprint": self.fingerprint}
