@@ -116,3 +116,10 @@ def test_hybrid_needs_both_indexes(mcp: MCP) -> None:
     mcp.ok("retriever_init")
     mcp.ok("bm25_index")
     assert "needs both indexes" in mcp.error("retriever_hybrid_search", {"query_list": Q})
+
+
+def test_hybrid_batch_with_a_group_left_empty_by_the_threshold(mcp_built: MCP) -> None:
+    out = mcp_built.ok("retriever_hybrid_batch_search", {
+        "batch_query_list": [["black holes"], ["zzzz qqqq"]], "top_k": 3, "score_threshold": 0.01})
+    assert out["ret_ids_ls"][0][0][0] == "doc07" and out["ret_ids_ls"][1] == [[]]
+    assert set(out["ret_sources_ls"][0]) == {"dense", "bm25"} and out["ret_sources_ls"][1] == {}

@@ -28,8 +28,10 @@ TEXT_COPY_LIMIT = 64 * 1024
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def format_hits(results: list[list[Hit]], return_text: bool = True, return_metadata: bool = False) -> dict[str, Any]:
-    """UltraRAG's `ret_psg` plus `ret_ids` and `ret_scores` in the same nesting."""
+def format_hits(results: list[list[Hit]], return_text: bool = True, return_metadata: bool = False,
+                fused: bool = False) -> dict[str, Any]:
+    """UltraRAG's `ret_psg` plus `ret_ids` and `ret_scores` in the same nesting; for a fused search
+    also `ret_sources` (empty when no hit is left), so every reply of a tool has the same keys."""
     out: dict[str, Any] = {}
     if return_text:
         out["ret_psg"] = [[h.text for h in hits] for hits in results]
@@ -37,8 +39,8 @@ def format_hits(results: list[list[Hit]], return_text: bool = True, return_metad
     out["ret_scores"] = [[round(h.score, 6) for h in hits] for hits in results]
     if return_metadata:
         out["ret_meta"] = [[h.metadata for h in hits] for hits in results]
-    names = next((list(h.sources) for hits in results for h in hits if h.sources), [])
-    if names:
+    if fused:
+        names = next((list(h.sources) for hits in results for h in hits if h.sources), [])
         out["ret_sources"] = {name: _source_columns(results, name) for name in names}
     return out
 
@@ -53,9 +55,10 @@ def _source_columns(results: list[list[Hit]], name: str) -> dict[str, list[list[
     }
 
 
-def format_batch(groups: list[list[list[Hit]]], return_text: bool = True, return_metadata: bool = False) -> dict[str, Any]:
+def format_batch(groups: list[list[list[Hit]]], return_text: bool = True, return_metadata: bool = False,
+                 fused: bool = False) -> dict[str, Any]:
     """`ret_psg_ls` (and `ret_ids_ls`, `ret_scores_ls`): one more level, one entry per group."""
-    per_group = [format_hits(g, return_text, return_metadata) for g in groups]
+    per_group = [format_hits(g, return_text, return_metadata, fused) for g in groups]
     keys = per_group[0].keys() if per_group else ()
     return {f"{k}_ls": [g[k] for g in per_group] for k in keys}
 
@@ -186,7 +189,7 @@ def build_server(engine: Retriever) -> FastMCP:
         vector_weight is the dense share. Adds ret_sources: per hit, its rank and score in each retriever."""
         hits = engine.hybrid_search(query_list, top_k, query_instruction, fusion, vector_weight, rrf_k,
                                     candidate_depth, score_threshold, scale_score)
-        return reply(format_hits(hits, return_text, return_metadata))
+        return reply(format_hits(hits, return_text, return_metadata, fused=True))
 
     @mcp.tool(output_schema=None)
     @tool_errors
@@ -207,7 +210,7 @@ def build_server(engine: Retriever) -> FastMCP:
         groups = engine.hybrid_batch_search(
             batch_query_list, top_k, query_instruction=query_instruction, fusion=fusion, vector_weight=vector_weight,
             rrf_k=rrf_k, candidate_depth=candidate_depth, score_threshold=score_threshold, scale_score=scale_score)
-        return reply(format_batch(groups, return_text, return_metadata))
+        return reply(format_batch(groups, return_text, return_metadata, fused=True))
 
     @mcp.tool(output_schema=None)
     @tool_errors
@@ -226,7 +229,7 @@ def build_server(engine: Retriever) -> FastMCP:
         per question. Returns ret_psg, ret_ids, ret_scores (one list per question) and ret_sources."""
         hits = engine.multi_query_search(question_list, top_k, mode, query_instruction, candidate_depth,
                                          score_threshold, scale_score)
-        return reply(format_hits(hits, return_text, return_metadata))
+        return reply(format_hits(hits, return_text, return_metadata, fused=True))
 
     @mcp.tool(output_schema=None)
     @tool_errors
