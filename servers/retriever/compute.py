@@ -22,7 +22,7 @@ def on_compute_thread(fn: Callable[..., T], *args: object) -> T:
     """Run `fn(*args)` on the compute thread and wait for it (directly if already there)."""
     if threading.current_thread().name.startswith(_NAME):
         return fn(*args)
-    return _executor.submit(fn, *args).result()
+    return submit(fn, *args).result()
 
 
 def submit(fn: Callable[..., T], *args: object) -> Future[T]:

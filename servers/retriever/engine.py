@@ -30,10 +30,10 @@ from .errors import (
     NotYetSupportedError,
 )
 from .fusion import SCALERS
-from .hybrid import fused_rows, max_fused_score
+from .hybrid import Fused, fused_rows, max_fused_score
 from .indexes import VectorIndex, index_backend
 from .persist import check_manifest, read_manifest
-from .results import as_batch, as_queries, build_hits, check_top_k, pick, split_groups
+from .results import as_queries, build_hits, check_top_k, pick, search_groups
 from .sparse import BM25Index
 from .types import Hit
 
@@ -54,10 +54,14 @@ class Session:
     warnings: tuple[str, ...] = ()
 
 
+def corpus_manifest(docs: DocStore) -> dict[str, Any]:
+    """What every index built from `docs` records of them."""
+    return {"count": len(docs), "corpus_fingerprint": docs.fingerprint}
+
+
 def dense_manifest(docs: DocStore, embedder: Embedder) -> dict[str, Any]:
     """What a dense index or embedding file made from `docs` with `embedder` records."""
-    return {"model": embedder.model_id, "dimension": embedder.dimension,
-            "count": len(docs), "corpus_fingerprint": docs.fingerprint}
+    return {"model": embedder.model_id, "dimension": embedder.dimension, **corpus_manifest(docs)}
 
 
 class Retriever:
@@ -126,8 +130,8 @@ class Retriever:
         try:
             index = BM25Index.load(bcfg.save_path, bcfg.lang)
             if index is not None:
-                check_manifest(index.manifest, {"count": len(s.docs), "corpus_fingerprint": s.docs.fingerprint},
-                               bcfg.save_path, "call bm25_index(overwrite=true)")
+                check_manifest(index.manifest, corpus_manifest(s.docs), bcfg.save_path,
+                               "call bm25_index(overwrite=true)")
             return index
         except IndexMismatchError as e:
             self._refuse_or_skip(s.config, e, warnings)
@@ -232,9 +236,8 @@ class Retriever:
                      query_instruction: str | None = None, score_threshold: float | None = None,
                      scale_score: bool = False) -> list[list[list[Hit]]]:
         """One search over every query of every group, split back into the groups."""
-        groups = [as_queries(g, "batch_query_list item") for g in as_batch(batch_query_list)]
-        flat = self.search([q for g in groups for q in g], top_k, query_instruction, score_threshold, scale_score)
-        return split_groups(flat, groups)
+        return search_groups(lambda qs: self.search(qs, top_k, query_instruction, score_threshold, scale_score),
+                             batch_query_list)
 
     # ---- BM25 ------------------------------------------------------------------------------
 
@@ -245,7 +248,7 @@ class Retriever:
             if read_manifest(bcfg.save_path) is not None and not pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"a BM25 index exists at {bcfg.save_path}; pass overwrite=true to rebuild it")
             index = BM25Index.build(s.docs.texts(), bcfg, show_progress=progress)
-            manifest = {"count": len(s.docs), "corpus_fingerprint": s.docs.fingerprint}
+            manifest = corpus_manifest(s.docs)
             index.save(bcfg.save_path, manifest)
             self._publish(s, bm25=index)
             return {"save_path": str(bcfg.save_path), **manifest, "lang": bcfg.lang}
@@ -264,6 +267,20 @@ class Retriever:
 
     # ---- hybrid ----------------------------------------------------------------------------
 
+    def _hybrid_rows(self, s: Session, embedder: Embedder, queries: list[str], h: HybridConfig, k: int,
+                     query_instruction: str | None) -> list[Fused]:
+        """Per query, the fused top `k` of dense and BM25, each searched `h.candidate_depth` deep,
+        dense on the compute thread while BM25 runs on this one."""
+        if s.dense is None or s.bm25 is None:
+            raise IndexMissingError("hybrid search needs both indexes: call retriever_embed + retriever_index "
+                                    "and bm25_index")
+        dense = compute.submit(self._dense_rows, s, embedder, queries, h.candidate_depth, query_instruction)
+        b_rows, b_scores = self._bm25_rows(s, queries, h.candidate_depth)
+        d_rows, d_scores = dense.result()
+        weights = [h.vector_weight, 1.0 - h.vector_weight]
+        return [fused_rows(s.docs, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
+                           h.fusion, weights, h.rrf_k, k) for i in range(len(queries))]
+
     def hybrid_search(self, query_list: str | Sequence[str], top_k: int | None = None,
                       query_instruction: str | None = None, fusion: str | None = None,
                       vector_weight: float | None = None, rrf_k: float | None = None,
@@ -277,47 +294,41 @@ class Retriever:
         k = check_top_k(pick(top_k, s.config.top_k))
         h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
                            candidate_depth=candidate_depth)
-        if s.dense is None or s.bm25 is None:
-            raise IndexMissingError("hybrid search needs both indexes: call retriever_embed + retriever_index "
-                                    "and bm25_index")
-        dense = compute.submit(self._dense_rows, s, embedder, queries, h.candidate_depth, query_instruction)
-        b_rows, b_scores = self._bm25_rows(s, queries, h.candidate_depth)
-        d_rows, d_scores = dense.result()
-        weights = [h.vector_weight, 1.0 - h.vector_weight]
-        fused = [fused_rows(s.docs, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
-                            h.fusion, weights, h.rrf_k, k) for i in range(len(queries))]
-        best = max_fused_score(h.fusion, weights, h.rrf_k)
-        return build_hits(s.docs, [f[0] for f in fused], [f[1] for f in fused],
-                     (lambda x: x / best) if scale_score else None, score_threshold, [f[2] for f in fused])
+        fused = self._hybrid_rows(s, embedder, queries, h, k, query_instruction)
+        best = max_fused_score(h.fusion, [h.vector_weight, 1.0 - h.vector_weight], h.rrf_k)
+        return _fused_hits(s.docs, fused, best if scale_score else None, score_threshold)
+
+    def hybrid_batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
+                            **options: Any) -> list[list[list[Hit]]]:
+        return search_groups(lambda qs: self.hybrid_search(qs, top_k, **options), batch_query_list)
 
     def multi_query_search(self, question_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                            mode: str = "hybrid", query_instruction: str | None = None,
                            candidate_depth: int | None = None, score_threshold: float | None = None,
                            scale_score: bool = False) -> list[list[Hit]]:
         """Several phrasings per question, each searched `candidate_depth` deep with `mode`
-        (dense, bm25 or hybrid), fused with RRF (k from the YAML) into one ranking per question."""
-        s = self._need("retriever_multi_query_search")
+        (dense, bm25 or hybrid), fused with RRF (k from the YAML) into one ranking per question.
+        The phrasings' rankings stay rows and scores: no document is read until the fused top k."""
+        tool = "retriever_multi_query_search"
+        s = self._need(tool)
         k = check_top_k(pick(top_k, s.config.top_k))
         h = hybrid_options(s.config.hybrid, candidate_depth=candidate_depth)
-        searches: dict[str, Callable[[list[str]], list[list[Hit]]]] = {
-            "dense": lambda qs: self.search(qs, h.candidate_depth, query_instruction),
-            "bm25": lambda qs: self.bm25_search(qs, h.candidate_depth),
-            "hybrid": lambda qs: self.hybrid_search(qs, h.candidate_depth, query_instruction),
-        }
-        if mode not in searches:
-            raise InvalidInputError(f"mode must be one of {sorted(searches)}, got {mode!r}")
-        groups = [as_queries(g, "question_list item") for g in as_batch(question_list)]
-        per_phrasing = split_groups(searches[mode]([q for g in groups for q in g]), groups)
-        fused = [fused_rows(s.docs, {str(i): _as_rows(hits) for i, hits in enumerate(group)}, "rrf", None,
-                            h.rrf_k, k) for group in per_phrasing]
-        best = max_fused_score("rrf", [1.0], h.rrf_k)  # equal weights summing to 1, whatever the count
-        return build_hits(s.docs, [f[0] for f in fused], [f[1] for f in fused],
-                          (lambda x: x / best) if scale_score else None, score_threshold, [f[2] for f in fused])
+        if mode not in ("dense", "bm25", "hybrid"):
+            raise InvalidInputError(f"mode must be one of ['bm25', 'dense', 'hybrid'], got {mode!r}")
 
-    def hybrid_batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
-                            **options: Any) -> list[list[list[Hit]]]:
-        groups = [as_queries(g, "batch_query_list item") for g in as_batch(batch_query_list)]
-        return split_groups(self.hybrid_search([q for g in groups for q in g], top_k, **options), groups)
+        def rankings(queries: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+            if mode == "bm25":
+                return list(zip(*self._bm25_rows(s, queries, h.candidate_depth)))
+            _, embedder = self._need_embedder(tool)
+            if mode == "dense":
+                return list(zip(*self._dense_rows(s, embedder, queries, h.candidate_depth, query_instruction)))
+            return [(rows, scores) for rows, scores, _ in
+                    self._hybrid_rows(s, embedder, queries, h, h.candidate_depth, query_instruction)]
+
+        fused = [fused_rows(s.docs, {str(i): ranking for i, ranking in enumerate(group)}, "rrf", None, h.rrf_k, k)
+                 for group in search_groups(rankings, question_list, "question_list")]
+        best = max_fused_score("rrf", [1.0], h.rrf_k)  # equal weights summing to 1, whatever the count
+        return _fused_hits(s.docs, fused, best if scale_score else None, score_threshold)
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -336,5 +347,7 @@ def hybrid_options(base: HybridConfig, **overrides: Any) -> HybridConfig:
         raise InvalidInputError("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())) from None
 
 
-def _as_rows(hits: list[Hit]) -> tuple[np.ndarray, np.ndarray]:
-    return np.asarray([h.row for h in hits], np.int64), np.asarray([h.score for h in hits], np.float64)
+def _fused_hits(docs: DocStore, fused: list[Fused], best: float | None, threshold: float | None) -> list[list[Hit]]:
+    """Hits of fused rankings; with `best`, scores are divided by it (0..1)."""
+    return build_hits(docs, [f[0] for f in fused], [f[1] for f in fused],
+                      (lambda x: x / best) if best else None, threshold, [f[2] for f in fused])

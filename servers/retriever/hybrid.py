@@ -10,12 +10,14 @@ from .corpus import DocStore
 from .fusion import fuse
 
 RowRanking = tuple[np.ndarray, np.ndarray]  # rows best first, their scores
+Sources = list[dict[str, tuple[int, float] | None]]  # per fused row: retriever -> (rank, score)
+Fused = tuple[np.ndarray, np.ndarray, Sources]
 
 
 def fused_rows(
     docs: DocStore, rankings: Mapping[str, RowRanking], method: str, weights: Sequence[float] | None,
     k: float, top_k: int,
-) -> tuple[np.ndarray, np.ndarray, list[dict[str, tuple[int, float] | None]]]:
+) -> Fused:
     """Rows and fused scores (best first, ties by id) and, per row, its rank and score in each input."""
     named = {
         name: [(docs.ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist()) if r >= 0]

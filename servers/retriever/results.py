@@ -4,13 +4,15 @@ document store's reads."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .corpus import DocStore
 from .errors import InvalidInputError
 from .types import Document, Hit
+
+T = TypeVar("T")
 
 
 def as_queries(query_list: str | Sequence[str], name: str = "query_list") -> list[str]:
@@ -37,8 +39,8 @@ def pick(given: Any, default: Any) -> Any:
 
 
 def build_hits(docs: DocStore, rows: Sequence[np.ndarray], scores: Sequence[np.ndarray],
-          scale: Callable[[float], float] | None = None, threshold: float | None = None,
-          sources: Sequence[list[Any]] | None = None) -> list[list[Hit]]:
+               scale: Callable[[float], float] | None = None, threshold: float | None = None,
+               sources: Sequence[list[Any]] | None = None) -> list[list[Hit]]:
     """Per query, the hits of its rows, scaled and thresholded; a document is read once per call."""
     seen: dict[int, Document] = {}
     out = []
@@ -50,20 +52,21 @@ def build_hits(docs: DocStore, rows: Sequence[np.ndarray], scores: Sequence[np.n
             score = scale(score) if scale else score
             if threshold is not None and score < threshold:
                 continue
-            doc = seen.get(row) or seen.setdefault(row, docs.get(row))
+            doc = seen.get(row)
+            if doc is None:
+                doc = seen[row] = docs.get(row)
             hits.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata,
                             sources=sources[q][i] if sources is not None else None))
         out.append(hits)
     return out
 
 
-def as_batch(batch_query_list: Any) -> list[Any]:
-    if isinstance(batch_query_list, str) or not isinstance(batch_query_list, Sequence) or not batch_query_list:
-        raise InvalidInputError("batch_query_list must be a non-empty list of query lists")
-    return list(batch_query_list)
-
-
-def split_groups(flat: list[list[Hit]], groups: list[list[str]]) -> list[list[list[Hit]]]:
+def search_groups(search: Callable[[list[str]], list[T]], batch: Any, name: str = "batch_query_list") -> list[list[T]]:
+    """One search over every query of every group, its per-query results split back into the groups."""
+    if isinstance(batch, str) or not isinstance(batch, Sequence) or not batch:
+        raise InvalidInputError(f"{name} must be a non-empty list of query lists")
+    groups = [as_queries(g, f"{name} item") for g in batch]
+    flat = search([q for g in groups for q in g])
     out, start = [], 0
     for g in groups:
         out.append(flat[start : start + len(g)])
