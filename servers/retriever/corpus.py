@@ -18,7 +18,10 @@ from typing import Any
 import numpy as np
 
 from .errors import CorpusError
+from .filters import Filter, matches
 from .types import Document
+
+MASK_CACHE = 16  # filters whose row masks stay cached per corpus
 
 _ID_KEYS = ("id", "_id")
 _TEXT_KEYS = ("contents", "title", "text")
@@ -76,6 +79,7 @@ class DocStore:
         self.fingerprint = fingerprint
         self._file = path.open("rb")
         self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        self._masks: dict[Filter, np.ndarray] = {}
 
     @classmethod
     def open(cls, path: str | Path) -> DocStore:
@@ -111,6 +115,18 @@ class DocStore:
         """Texts of `rows` (default: every row in order), read from the file as a stream."""
         for row in range(len(self)) if rows is None else rows:
             yield self.get(row).text
+
+    def mask(self, f: Filter) -> np.ndarray:
+        """Rows that pass the filter (a boolean array), read in one pass and kept for the next
+        calls with the same filter (a few at a time)."""
+        cached = self._masks.get(f)
+        if cached is None:
+            cached = np.fromiter((matches(f, d.id, d.metadata) for d in map(self.get, range(len(self)))),
+                                 dtype=bool, count=len(self))
+            if len(self._masks) >= MASK_CACHE:
+                self._masks.pop(next(iter(self._masks)))
+            self._masks[f] = cached
+        return cached
 
     def sizes(self) -> np.ndarray:
         """Bytes of each record: a free proxy for its length in tokens."""

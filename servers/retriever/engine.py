@@ -29,6 +29,7 @@ from .errors import (
     NotInitializedError,
     NotYetSupportedError,
 )
+from .filters import parse as parse_filter
 from .fusion import SCALERS
 from .hybrid import Fused, fused_rows, max_fused_score
 from .indexes import VectorIndex, index_backend
@@ -38,6 +39,7 @@ from .sparse import BM25Index
 from .types import Hit
 
 log = logging.getLogger(__name__)
+Allowed = np.ndarray | None  # boolean mask over rows: the candidates a filter keeps
 RowRankings = tuple[Sequence[np.ndarray], Sequence[np.ndarray]]  # per query: rows best first, scores
 
 
@@ -211,11 +213,11 @@ class Retriever:
             return out
 
     def _dense_rows(self, s: Session, embedder: Embedder, queries: list[str], k: int,
-                    query_instruction: str | None) -> RowRankings:
+                    query_instruction: str | None, allowed: Allowed) -> RowRankings:
         if s.dense is None:
             raise IndexMissingError("no dense index is loaded; call retriever_embed then retriever_index")
         vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
-        return s.dense.search(vectors, k)
+        return s.dense.search(vectors, k, allowed)
 
     def _dense_scaler(self, s: Session) -> Callable[[float], float]:
         normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
@@ -223,21 +225,23 @@ class Retriever:
 
     def search(self, query_list: str | Sequence[str], top_k: int | None = None,
                query_instruction: str | None = None, score_threshold: float | None = None,
-               scale_score: bool = False) -> list[list[Hit]]:
+               scale_score: bool = False, filters: dict[str, Any] | None = None) -> list[list[Hit]]:
         """Dense search. `scale_score` maps scores to 0..1 (cosine: (s + 1) / 2; inner product:
-        expit(s / 100)); `score_threshold` drops hits below it (after scaling, if asked)."""
+        expit(s / 100)); `score_threshold` drops hits below it (after scaling, if asked);
+        `filters` (see filters.py) limits the candidates before the top k is taken."""
         s, embedder = self._need_embedder("retriever_search")
         queries = as_queries(query_list)
         rows, scores = self._dense_rows(s, embedder, queries, check_top_k(pick(top_k, s.config.top_k)),
-                                        query_instruction)
+                                        query_instruction, _allowed(s, filters))
         return build_hits(s.docs, rows, scores, self._dense_scaler(s) if scale_score else None, score_threshold)
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None, score_threshold: float | None = None,
-                     scale_score: bool = False) -> list[list[list[Hit]]]:
+                     scale_score: bool = False, filters: dict[str, Any] | None = None) -> list[list[list[Hit]]]:
         """One search over every query of every group, split back into the groups."""
-        return search_groups(lambda qs: self.search(qs, top_k, query_instruction, score_threshold, scale_score),
-                             batch_query_list)
+        return search_groups(
+            lambda qs: self.search(qs, top_k, query_instruction, score_threshold, scale_score, filters),
+            batch_query_list)
 
     # ---- BM25 ------------------------------------------------------------------------------
 
@@ -253,29 +257,31 @@ class Retriever:
             self._publish(s, bm25=index)
             return {"save_path": str(bcfg.save_path), **manifest, "lang": bcfg.lang}
 
-    def _bm25_rows(self, s: Session, queries: list[str], k: int) -> RowRankings:
+    def _bm25_rows(self, s: Session, queries: list[str], k: int, allowed: Allowed) -> RowRankings:
         if s.bm25 is None:
             raise IndexMissingError("no BM25 index is loaded; call bm25_index")
-        return s.bm25.search(queries, k)
+        return s.bm25.search(queries, k, allowed)
 
     def bm25_search(self, query_list: str | Sequence[str], top_k: int | None = None,
-                    score_threshold: float | None = None, scale_score: bool = False) -> list[list[Hit]]:
+                    score_threshold: float | None = None, scale_score: bool = False,
+                    filters: dict[str, Any] | None = None) -> list[list[Hit]]:
         """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
         s = self._need("bm25_search")
-        rows, scores = self._bm25_rows(s, as_queries(query_list), check_top_k(pick(top_k, s.config.top_k)))
+        rows, scores = self._bm25_rows(s, as_queries(query_list), check_top_k(pick(top_k, s.config.top_k)),
+                                       _allowed(s, filters))
         return build_hits(s.docs, rows, scores, SCALERS["bm25"] if scale_score else None, score_threshold)
 
     # ---- hybrid ----------------------------------------------------------------------------
 
     def _hybrid_rows(self, s: Session, embedder: Embedder, queries: list[str], h: HybridConfig, k: int,
-                     query_instruction: str | None) -> list[Fused]:
+                     query_instruction: str | None, allowed: Allowed) -> list[Fused]:
         """Per query, the fused top `k` of dense and BM25, each searched `h.candidate_depth` deep,
         dense on the compute thread while BM25 runs on this one."""
         if s.dense is None or s.bm25 is None:
             raise IndexMissingError("hybrid search needs both indexes: call retriever_embed + retriever_index "
                                     "and bm25_index")
-        dense = compute.submit(self._dense_rows, s, embedder, queries, h.candidate_depth, query_instruction)
-        b_rows, b_scores = self._bm25_rows(s, queries, h.candidate_depth)
+        dense = compute.submit(self._dense_rows, s, embedder, queries, h.candidate_depth, query_instruction, allowed)
+        b_rows, b_scores = self._bm25_rows(s, queries, h.candidate_depth, allowed)
         d_rows, d_scores = dense.result()
         weights = [h.vector_weight, 1.0 - h.vector_weight]
         return [fused_rows(s.docs, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
@@ -285,7 +291,7 @@ class Retriever:
                       query_instruction: str | None = None, fusion: str | None = None,
                       vector_weight: float | None = None, rrf_k: float | None = None,
                       candidate_depth: int | None = None, score_threshold: float | None = None,
-                      scale_score: bool = False) -> list[list[Hit]]:
+                      scale_score: bool = False, filters: dict[str, Any] | None = None) -> list[list[Hit]]:
         """Dense and BM25 at once, each `candidate_depth` deep, fused per query (see fusion.py).
         Each hit carries its rank and score in each retriever. `scale_score` divides by the best
         possible fused score."""
@@ -294,7 +300,7 @@ class Retriever:
         k = check_top_k(pick(top_k, s.config.top_k))
         h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
                            candidate_depth=candidate_depth)
-        fused = self._hybrid_rows(s, embedder, queries, h, k, query_instruction)
+        fused = self._hybrid_rows(s, embedder, queries, h, k, query_instruction, _allowed(s, filters))
         best = max_fused_score(h.fusion, [h.vector_weight, 1.0 - h.vector_weight], h.rrf_k)
         return _fused_hits(s.docs, fused, best if scale_score else None, score_threshold)
 
@@ -305,7 +311,7 @@ class Retriever:
     def multi_query_search(self, question_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                            mode: str = "hybrid", query_instruction: str | None = None,
                            candidate_depth: int | None = None, score_threshold: float | None = None,
-                           scale_score: bool = False) -> list[list[Hit]]:
+                           scale_score: bool = False, filters: dict[str, Any] | None = None) -> list[list[Hit]]:
         """Several phrasings per question, each searched `candidate_depth` deep with `mode`
         (dense, bm25 or hybrid), fused with RRF (k from the YAML) into one ranking per question.
         The phrasings' rankings stay rows and scores: no document is read until the fused top k."""
@@ -315,15 +321,17 @@ class Retriever:
         h = hybrid_options(s.config.hybrid, candidate_depth=candidate_depth)
         if mode not in ("dense", "bm25", "hybrid"):
             raise InvalidInputError(f"mode must be one of ['bm25', 'dense', 'hybrid'], got {mode!r}")
+        allowed = _allowed(s, filters)
 
         def rankings(queries: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
             if mode == "bm25":
-                return list(zip(*self._bm25_rows(s, queries, h.candidate_depth)))
+                return list(zip(*self._bm25_rows(s, queries, h.candidate_depth, allowed)))
             _, embedder = self._need_embedder(tool)
             if mode == "dense":
-                return list(zip(*self._dense_rows(s, embedder, queries, h.candidate_depth, query_instruction)))
+                return list(zip(*self._dense_rows(s, embedder, queries, h.candidate_depth, query_instruction,
+                                                  allowed)))
             return [(rows, scores) for rows, scores, _ in
-                    self._hybrid_rows(s, embedder, queries, h, h.candidate_depth, query_instruction)]
+                    self._hybrid_rows(s, embedder, queries, h, h.candidate_depth, query_instruction, allowed)]
 
         fused = [fused_rows(s.docs, {str(i): ranking for i, ranking in enumerate(group)}, "rrf", None, h.rrf_k, k)
                  for group in search_groups(rankings, question_list, "question_list")]
@@ -337,6 +345,11 @@ class Retriever:
             return default
         path = Path(given)
         return path if path.is_absolute() or self.base_dir is None else self.base_dir / path
+
+
+def _allowed(s: Session, filters: dict[str, Any] | None) -> Allowed:
+    """The rows a filter keeps (None: every row)."""
+    return None if filters is None else s.docs.mask(parse_filter(filters))
 
 
 def hybrid_options(base: HybridConfig, **overrides: Any) -> HybridConfig:

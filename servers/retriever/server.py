@@ -147,12 +147,13 @@ def build_server(engine: Retriever) -> FastMCP:
         query_instruction: str | None = None,
         score_threshold: float | None = None,
         scale_score: bool = False,
+        filters: dict[str, Any] | None = None,
         return_text: bool = True,
         return_metadata: bool = False,
     ) -> ToolResult:
         """Dense search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first.
         scale_score maps scores to 0..1 (cosine: (s+1)/2); score_threshold drops hits below it."""
-        hits = engine.search(query_list, top_k, query_instruction, score_threshold, scale_score)
+        hits = engine.search(query_list, top_k, query_instruction, score_threshold, scale_score, filters)
         return reply(format_hits(hits, return_text, return_metadata))
 
     @mcp.tool(output_schema=None)
@@ -163,11 +164,13 @@ def build_server(engine: Retriever) -> FastMCP:
         query_instruction: str | None = None,
         score_threshold: float | None = None,
         scale_score: bool = False,
+        filters: dict[str, Any] | None = None,
         return_text: bool = True,
         return_metadata: bool = False,
     ) -> ToolResult:
         """Dense search for groups of queries. Returns ret_psg_ls, ret_ids_ls, ret_scores_ls."""
-        groups = engine.batch_search(batch_query_list, top_k, query_instruction, score_threshold, scale_score)
+        groups = engine.batch_search(batch_query_list, top_k, query_instruction, score_threshold, scale_score,
+                                     filters)
         return reply(format_batch(groups, return_text, return_metadata))
 
     @mcp.tool(output_schema=None)
@@ -182,13 +185,14 @@ def build_server(engine: Retriever) -> FastMCP:
         candidate_depth: int | None = None,
         score_threshold: float | None = None,
         scale_score: bool = False,
+        filters: dict[str, Any] | None = None,
         return_text: bool = True,
         return_metadata: bool = False,
     ) -> ToolResult:
         """Dense + BM25 at once, fused (rrf: sum of w/(k+rank); convex: weighted min-max scores).
         vector_weight is the dense share. Adds ret_sources: per hit, its rank and score in each retriever."""
         hits = engine.hybrid_search(query_list, top_k, query_instruction, fusion, vector_weight, rrf_k,
-                                    candidate_depth, score_threshold, scale_score)
+                                    candidate_depth, score_threshold, scale_score, filters)
         return reply(format_hits(hits, return_text, return_metadata, fused=True))
 
     @mcp.tool(output_schema=None)
@@ -203,13 +207,15 @@ def build_server(engine: Retriever) -> FastMCP:
         candidate_depth: int | None = None,
         score_threshold: float | None = None,
         scale_score: bool = False,
+        filters: dict[str, Any] | None = None,
         return_text: bool = True,
         return_metadata: bool = False,
     ) -> ToolResult:
         """Hybrid search for groups of queries. Returns ret_psg_ls, ret_ids_ls, ret_scores_ls, ret_sources_ls."""
         groups = engine.hybrid_batch_search(
             batch_query_list, top_k, query_instruction=query_instruction, fusion=fusion, vector_weight=vector_weight,
-            rrf_k=rrf_k, candidate_depth=candidate_depth, score_threshold=score_threshold, scale_score=scale_score)
+            rrf_k=rrf_k, candidate_depth=candidate_depth, score_threshold=score_threshold, scale_score=scale_score,
+            filters=filters)
         return reply(format_batch(groups, return_text, return_metadata, fused=True))
 
     @mcp.tool(output_schema=None)
@@ -222,13 +228,14 @@ def build_server(engine: Retriever) -> FastMCP:
         candidate_depth: int | None = None,
         score_threshold: float | None = None,
         scale_score: bool = False,
+        filters: dict[str, Any] | None = None,
         return_text: bool = True,
         return_metadata: bool = False,
     ) -> ToolResult:
         """Several phrasings per question: each searched with `mode`, fused with RRF into one ranking
         per question. Returns ret_psg, ret_ids, ret_scores (one list per question) and ret_sources."""
         hits = engine.multi_query_search(question_list, top_k, mode, query_instruction, candidate_depth,
-                                         score_threshold, scale_score)
+                                         score_threshold, scale_score, filters)
         return reply(format_hits(hits, return_text, return_metadata, fused=True))
 
     @mcp.tool(output_schema=None)
@@ -244,12 +251,13 @@ def build_server(engine: Retriever) -> FastMCP:
         top_k: int | None = None,
         score_threshold: float | None = None,
         scale_score: bool = False,
+        filters: dict[str, Any] | None = None,
         return_text: bool = True,
         return_metadata: bool = False,
     ) -> ToolResult:
         """BM25 search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first.
         scale_score maps scores to 0..1 with expit(s/8); score_threshold drops hits below it."""
-        hits = engine.bm25_search(query_list, top_k, score_threshold, scale_score)
+        hits = engine.bm25_search(query_list, top_k, score_threshold, scale_score, filters)
         return reply(format_hits(hits, return_text, return_metadata))
 
     return mcp

@@ -96,15 +96,19 @@ class BM25Index:
 
         self.manifest = publish(folder, {**manifest, **self.manifest, "kind": self.kind}, write)
 
-    def search(self, queries: Sequence[str], k: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def search(self, queries: Sequence[str], k: int,
+               allowed: np.ndarray | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Per query: rows best first and their scores, at most k; documents that share no
-        term with the query (score 0) are not results, so a query of unknown words finds none."""
+        term with the query (score 0) are not results, so a query of unknown words finds none.
+        `allowed` (a boolean mask over rows) zeroes every other row before the top k is taken."""
         tokens = self._tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
         rows_out, scores_out = [], []
         for token_ids in tokens:
             columns = self._column[np.asarray(token_ids, dtype=np.int64)] if token_ids else np.empty(0, np.int64)
             columns = columns[columns >= 0].tolist()
             scores = self._model.get_scores_from_ids(columns) if columns else np.zeros(len(self), np.float32)
+            if allowed is not None:
+                scores = np.where(allowed[: len(scores)], scores, 0)
             rows = top_k(scores, k)
             rows = rows[scores[rows] > 0]
             rows_out.append(rows)

@@ -14,8 +14,9 @@ class VectorIndex(Protocol):
 
     def __len__(self) -> int: ...
 
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Best first: rows (n, k') int64 and scores (n, k') float32, k' = min(k, len)."""
+    def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Best first: rows (n, k') int64 and scores (n, k') float32, k' = min(k, candidates);
+        `allowed`, a boolean mask over rows, limits the candidates (exactly, not post-filtered)."""
         ...
 
     def save(self, folder: Path, manifest: dict[str, Any]) -> None:

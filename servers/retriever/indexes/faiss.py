@@ -68,9 +68,21 @@ class FaissIndex:
     def __len__(self) -> int:
         return int(self._index.ntotal)
 
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        k = min(k, len(self))
-        scores, rows = on_compute_thread(self._index.search, np.ascontiguousarray(queries, dtype=np.float32), k)
+    def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Exact top k; with `allowed` (a boolean mask over rows) only those rows are candidates,
+        scanned in full by FAISS (an ID selector), so a selective filter still fills k."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if allowed is None:
+            scores, rows = on_compute_thread(self._index.search, queries, min(k, len(self)))
+            return rows, scores
+        allowed = allowed[: len(self)]
+        k = min(k, int(allowed.sum()))
+        if k == 0:
+            return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0), np.float32)
+        faiss = _faiss()
+        bitmap = np.packbits(allowed, bitorder="little")
+        params = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap)))
+        scores, rows = on_compute_thread(lambda: self._index.search(queries, k, params=params))
         return rows, scores
 
     def save(self, folder: Path, manifest: dict[str, Any]) -> None:

@@ -1,0 +1,190 @@
+"""One filter language for every search: Haystack's filter dictionaries.
+
+    {"field": "meta.year", "operator": ">=", "value": 2020}
+    {"operator": "AND" | "OR" | "NOT", "conditions": [<filter>, ...]}   (nested to any depth)
+
+`field` is `id` (the document id) or `meta.<key>` (a metadata field; dots reach into nested
+objects). NOT is true when not all of its conditions hold (Haystack's meaning).
+
+Semantics, the same on every backend: a comparison with a field the document does not have is
+false, whatever the operator (`!=` and `not in` included); NOT then negates as usual. `==` and
+`!=` compare values of any JSON type; `>`, `>=`, `<`, `<=` compare numbers with numbers and
+strings with strings (ISO dates order correctly), any other pair is false. `in` / `not in` take
+a non-empty list.
+
+`parse` checks a dictionary once and gives a tree of frozen nodes; `matches` evaluates it in
+Python; `to_milvus` translates it to a Milvus boolean expression.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidInputError
+
+COMPARISONS = ("==", "!=", ">", ">=", "<", "<=", "in", "not in")
+LOGIC = ("AND", "OR", "NOT")
+_MISSING = object()
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
+}
+_HELP = (f"a filter is {{'field': 'meta.<key>' or 'id', 'operator': one of {list(COMPARISONS)}, 'value': ...}} "
+         f"or {{'operator': one of {list(LOGIC)}, 'conditions': [filters]}}")
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    path: tuple[str, ...]  # ("id",) or ("meta", key, subkey, ...)
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Logic:
+    op: str
+    conditions: tuple[Filter, ...]
+
+
+Filter = Comparison | Logic
+
+
+def parse(spec: Any, where: str = "filters") -> Filter:
+    """A filter dictionary -> a checked tree; a malformed one names the problem and the choices."""
+    if not isinstance(spec, Mapping):
+        raise InvalidInputError(f"{where}: expected a dictionary, got {type(spec).__name__}; {_HELP}")
+    op = spec.get("operator")
+    if "conditions" in spec or op in LOGIC:
+        return _parse_logic(spec, where)
+    extra = set(spec) - {"field", "operator", "value"}
+    if extra or not {"field", "operator", "value"} <= set(spec):
+        raise InvalidInputError(f"{where}: a comparison has exactly the keys field, operator and value, "
+                                f"got {sorted(spec)}; {_HELP}")
+    if op not in COMPARISONS:
+        raise InvalidInputError(f"{where}: unknown operator {op!r}; valid comparison operators: "
+                                f"{list(COMPARISONS)}, logic operators: {list(LOGIC)}")
+    return Comparison(_parse_field(spec["field"], where), op, _check_value(op, spec["value"], where))
+
+
+def _parse_logic(spec: Mapping[str, Any], where: str) -> Logic:
+    op, conditions = spec.get("operator"), spec.get("conditions")
+    if op not in LOGIC:
+        raise InvalidInputError(f"{where}: a node with conditions needs operator one of {list(LOGIC)}, got {op!r}")
+    if set(spec) != {"operator", "conditions"}:
+        raise InvalidInputError(f"{where}: a {op} node has exactly the keys operator and conditions, got {sorted(spec)}")
+    if not isinstance(conditions, list) or not conditions:
+        raise InvalidInputError(f"{where}: {op} needs a non-empty list of conditions")
+    return Logic(op, tuple(parse(c, f"{where}.conditions[{i}]") for i, c in enumerate(conditions)))
+
+
+def _parse_field(field: Any, where: str) -> tuple[str, ...]:
+    if field == "id":
+        return ("id",)
+    if isinstance(field, str) and field.startswith("meta.") and all(field.split(".")):
+        return tuple(field.split("."))
+    raise InvalidInputError(f"{where}: field must be 'id' or 'meta.<key>' (e.g. 'meta.year'), got {field!r}")
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, bool, int)) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _check_value(op: str, value: Any, where: str) -> Any:
+    if op in ("in", "not in"):
+        if not isinstance(value, list) or not value or not all(_scalar(v) for v in value):
+            raise InvalidInputError(f"{where}: '{op}' needs a non-empty list of strings, numbers or booleans, "
+                                    f"got {value!r}")
+        return tuple(value)
+    if op in _ORDER and not (_number(value) or isinstance(value, str)):
+        raise InvalidInputError(f"{where}: '{op}' compares numbers or strings, got {value!r}")
+    if not _scalar(value):
+        raise InvalidInputError(f"{where}: value must be a string, number, boolean or null, got {value!r}")
+    return value
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# ---- evaluation in Python ---------------------------------------------------------------------
+
+
+def _lookup(path: tuple[str, ...], doc_id: str, metadata: Mapping[str, Any]) -> Any:
+    if path == ("id",):
+        return doc_id
+    node: Any = metadata
+    for key in path[1:]:
+        if not isinstance(node, Mapping) or key not in node:
+            return _MISSING
+        node = node[key]
+    return node
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """JSON equality: 1 == 1.0, but True is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return a == b
+
+
+def _compare(op: str, have: Any, want: Any) -> bool:
+    if have is _MISSING:
+        return False
+    match op:
+        case "==":
+            return _equal(have, want)
+        case "!=":
+            return not _equal(have, want)
+        case "in":
+            return any(_equal(have, w) for w in want)
+        case "not in":
+            return not any(_equal(have, w) for w in want)
+    if _number(have) and _number(want) or isinstance(have, str) and isinstance(want, str):
+        return _ORDER[op](have, want)
+    return False
+
+
+def matches(f: Filter, doc_id: str, metadata: Mapping[str, Any]) -> bool:
+    """Whether a document (its id and metadata) passes the filter."""
+    if isinstance(f, Comparison):
+        return _compare(f.op, _lookup(f.path, doc_id, metadata), f.value)
+    results = (matches(c, doc_id, metadata) for c in f.conditions)
+    match f.op:
+        case "AND":
+            return all(results)
+        case "OR":
+            return any(results)
+    return not all(results)
+
+
+# ---- translation to Milvus ------------------------------------------------------------------
+
+
+def to_milvus(f: Filter, id_field: str = "id", meta_field: str = "metadata") -> str:
+    """The filter as a Milvus boolean expression over a VARCHAR id field and a JSON metadata field."""
+    if isinstance(f, Logic):
+        parts = [f"({to_milvus(c, id_field, meta_field)})" for c in f.conditions]
+        if f.op == "NOT":
+            return f"not ({' and '.join(parts)})"
+        return f" {f.op.lower()} ".join(parts)
+    if f.path == ("id",):
+        target = id_field
+    else:
+        target = meta_field + "".join(f"[{json.dumps(k)}]" for k in f.path[1:])
+    if f.op in ("in", "not in"):
+        return f"{target} {f.op} {_milvus_literal(list(f.value))}"
+    return f"{target} {f.op} {_milvus_literal(f.value)}"
+
+
+def _milvus_literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_milvus_literal(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    return json.dumps(value, ensure_ascii=False)
