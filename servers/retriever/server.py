@@ -94,8 +94,10 @@ def tool_errors(fn: F) -> F:
 
 
 def build_server(engine: Retriever) -> FastMCP:
-    mcp = FastMCP("retriever", instructions="Dense, BM25 and hybrid search over a local corpus. "
-                                            "Call retriever_init first.")
+    mcp = FastMCP("retriever", instructions=(
+        "Dense, BM25 and hybrid search over a local corpus. Call retriever_init first. Search tools take "
+        "`filters`: {'field': 'meta.<key>' or 'id', 'operator': '==', '!=', '>', '>=', '<', '<=', 'in' or "
+        "'not in', 'value': ...} or {'operator': 'AND'|'OR'|'NOT', 'conditions': [...]}."))
 
     @mcp.tool(output_schema=None)
     @tool_errors
@@ -259,5 +261,26 @@ def build_server(engine: Retriever) -> FastMCP:
         scale_score maps scores to 0..1 with expit(s/8); score_threshold drops hits below it."""
         hits = engine.bm25_search(query_list, top_k, score_threshold, scale_score, filters)
         return reply(format_hits(hits, return_text, return_metadata))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def retriever_add(documents: list[dict[str, Any]]) -> ToolResult:
+        """Add documents to the selected collection: each {"id", "contents", ...metadata} (or "title"/"text",
+        or a "metadata" object). An id that exists is replaced. Embedded with the session's model and
+        searchable at once by dense and BM25 search."""
+        return reply(engine.add(documents))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def retriever_delete(ids: list[str] | str | None = None, filters: dict[str, Any] | None = None) -> ToolResult:
+        """Delete documents by id and/or by filter (the filter language of the search tools)."""
+        return reply(engine.delete(ids, filters))
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
+    def retriever_list_collections() -> ToolResult:
+        """The collections of the configured store, with document counts, model and dimension.
+        Select one with retriever_init(collection_name=...)."""
+        return reply(engine.list_collections())
 
     return mcp

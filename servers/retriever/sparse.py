@@ -44,8 +44,9 @@ def make_tokenizer(lang: str) -> Any:
 class BM25Index:
     kind = "bm25"
 
-    def __init__(self, model: Any, tokenizer: Any, manifest: dict[str, Any]) -> None:
+    def __init__(self, model: Any, tokenizer: Any, manifest: dict[str, Any], rows: np.ndarray | None = None) -> None:
         self._model = model
+        self._rows = rows  # index position -> collection row; None: the same number
         self._tokenizer = tokenizer
         self.manifest = manifest
         # Tokenizer id -> column of the model's score matrix (-1: not in the index), built once,
@@ -56,7 +57,9 @@ class BM25Index:
             self._column[token_id] = model.vocab_dict.get(term, -1)
 
     @classmethod
-    def build(cls, texts: Iterable[str], cfg: BM25Config, show_progress: bool = True) -> BM25Index:
+    def build(cls, texts: Iterable[str], cfg: BM25Config, show_progress: bool = True,
+              rows: np.ndarray | None = None) -> BM25Index:
+        """Index `texts`; `rows` names the collection row of each (default: 0, 1, 2...)."""
         import bm25s
 
         tokenizer = make_tokenizer(cfg.lang)
@@ -64,7 +67,7 @@ class BM25Index:
         model = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b)
         model.index(tokens, show_progress=show_progress)  # the model keeps the tokenizer's vocabulary
         params = {"lang": cfg.lang, "method": cfg.method, "k1": cfg.k1, "b": cfg.b}
-        return cls(model, tokenizer, params)
+        return cls(model, tokenizer, params, rows)
 
     @classmethod
     def load(cls, folder: Path, lang: str) -> BM25Index | None:
@@ -84,7 +87,8 @@ class BM25Index:
         model = bm25s.BM25.load(str(data), show_progress=False)
         tokenizer = make_tokenizer(lang)
         tokenizer.load_vocab(str(data))
-        return cls(model, tokenizer, manifest)
+        rows = np.load(data / "rows.npy") if (data / "rows.npy").is_file() else None
+        return cls(model, tokenizer, manifest, rows)
 
     def __len__(self) -> int:
         return int(self._model.scores["num_docs"])
@@ -93,6 +97,8 @@ class BM25Index:
         def write(path: Path) -> None:
             self._model.save(str(path), show_progress=False)
             self._tokenizer.save_vocab(str(path))
+            if self._rows is not None:
+                np.save(path / "rows.npy", self._rows)
 
         self.manifest = publish(folder, {**manifest, **self.manifest, "kind": self.kind}, write)
 
@@ -102,6 +108,8 @@ class BM25Index:
         term with the query (score 0) are not results, so a query of unknown words finds none.
         `allowed` (a boolean mask over rows) zeroes every other row before the top k is taken."""
         tokens = self._tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
+        if allowed is not None and self._rows is not None:
+            allowed = allowed[self._rows]
         rows_out, scores_out = [], []
         for token_ids in tokens:
             columns = self._column[np.asarray(token_ids, dtype=np.int64)] if token_ids else np.empty(0, np.int64)
@@ -111,6 +119,6 @@ class BM25Index:
                 scores = np.where(allowed[: len(scores)], scores, 0)
             rows = top_k(scores, k)
             rows = rows[scores[rows] > 0]
-            rows_out.append(rows)
+            rows_out.append(rows if self._rows is None else self._rows[rows])
             scores_out.append(scores[rows])
         return rows_out, scores_out

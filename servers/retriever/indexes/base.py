@@ -19,6 +19,10 @@ class VectorIndex(Protocol):
         `allowed`, a boolean mask over rows, limits the candidates (exactly, not post-filtered)."""
         ...
 
+    def with_vectors(self, vectors: np.ndarray) -> VectorIndex:
+        """A new index with `vectors` appended as the next rows; this one is unchanged."""
+        ...
+
     def save(self, folder: Path, manifest: dict[str, Any]) -> None:
         """Publish atomically with `manifest` (model, dimension, count, corpus fingerprint)."""
         ...

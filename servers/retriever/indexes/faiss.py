@@ -39,6 +39,7 @@ class FaissIndex:
 
     def __init__(self, index: Any, manifest: dict[str, Any], use_gpu: bool = False) -> None:
         self.warnings: list[str] = []
+        self._use_gpu = use_gpu
         self._cpu = index
         self._index = _maybe_gpu(index, use_gpu, self.warnings)
         self.dimension = int(index.d)
@@ -52,6 +53,17 @@ class FaissIndex:
         for start in range(0, len(vectors), chunk):
             on_compute_thread(index.add, np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32))
         return cls(index, {}, use_gpu)
+
+    @classmethod
+    def empty(cls, dimension: int) -> FaissIndex:
+        return cls(_faiss().IndexFlatIP(dimension), {})
+
+    def with_vectors(self, vectors: np.ndarray) -> FaissIndex:
+        """A copy with `vectors` appended as the next rows (this index is left as it is, so
+        searches holding it are undisturbed)."""
+        index = _faiss().clone_index(self._cpu)
+        on_compute_thread(index.add, np.ascontiguousarray(vectors, dtype=np.float32))
+        return FaissIndex(index, self.manifest, self._use_gpu)
 
     @classmethod
     def load(cls, folder: Path, use_gpu: bool = False) -> FaissIndex | None:

@@ -1,0 +1,171 @@
+"""A collection: the base corpus plus the documents added and deleted since, addressed by row.
+
+Rows only grow. Rows 0..n-1 are the corpus file's records; added documents follow in the order
+they came. Deleting a document tombstones its row; adding an id that exists tombstones the old
+row and appends the new one (upsert). The change log (added records, their vectors, the deleted
+rows) is one folder published with `persist.publish`, so a crash in the middle of an add or a
+delete leaves the collection as it was before or after. Indexes derive from corpus + log: the
+dense index appends the logged vectors to the corpus index, BM25 covers the live rows and
+records the log generation it was built from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .corpus import DocStore, parse_record
+from .errors import CorpusError, InvalidInputError
+from .filters import Filter, matches
+from .persist import check_manifest, publish, read_manifest
+from .types import Document
+
+LOG_KIND = "changelog"
+
+
+@dataclass(frozen=True)
+class ChangeLog:
+    """What changed since the corpus file: added documents (and their vectors), deleted rows."""
+
+    docs: tuple[Document, ...] = ()
+    vectors: np.ndarray | None = None  # (len(docs), dimension) float32; None without an embedder
+    deleted: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # sorted rows
+    generation: int = 0
+    model: str | None = None  # the model of `vectors`
+
+    @classmethod
+    def load(cls, folder: Path, expected: dict[str, Any]) -> ChangeLog:
+        """The published log in `folder` (an empty one if none), checked against the corpus."""
+        manifest = read_manifest(folder)
+        if manifest is None:
+            return cls()
+        check_manifest(manifest, expected, folder, "delete the folder to drop the added documents, "
+                                                    "or restore the corpus it was made for")
+        data = folder / manifest["data"]
+        docs = tuple(parse_record(line, i, f"{data / 'added.jsonl'}:{i + 1}")
+                     for i, line in enumerate((data / "added.jsonl").read_bytes().splitlines()))
+        vectors = np.load(data / "vectors.npy") if (data / "vectors.npy").is_file() else None
+        return cls(docs, vectors, np.load(data / "deleted.npy"), int(manifest["generation"]), manifest.get("model"))
+
+    def save(self, folder: Path, manifest: dict[str, Any]) -> None:
+        def write(path: Path) -> None:
+            path.mkdir()
+            with (path / "added.jsonl").open("w", encoding="utf-8") as f:
+                for d in self.docs:
+                    f.write(json.dumps({**d.metadata, "id": d.id, "contents": d.text}, ensure_ascii=False) + "\n")
+            if self.vectors is not None:
+                np.save(path / "vectors.npy", self.vectors)
+            np.save(path / "deleted.npy", self.deleted)
+
+        publish(folder, {**manifest, "kind": LOG_KIND, "generation": self.generation, "model": self.model,
+                         "dimension": None if self.vectors is None else int(self.vectors.shape[1]),
+                         "added": len(self.docs), "deleted": len(self.deleted)}, write)
+
+
+class Collection:
+    """Row-addressed documents of the corpus and the change log; ids, texts, metadata, masks."""
+
+    def __init__(self, base: DocStore | None, log: ChangeLog = ChangeLog()) -> None:
+        self.base = base
+        self.log = log
+        self.n_base = len(base) if base is not None else 0
+        self.ids: list[str] = (base.ids if base is not None else []) + [d.id for d in log.docs]
+        self.live = np.ones(len(self.ids), dtype=bool)
+        self.live[log.deleted] = False
+        self.all_live = not len(log.deleted)
+
+    def __len__(self) -> int:
+        """Live documents."""
+        return int(self.live.sum())
+
+    @property
+    def rows(self) -> int:
+        """Rows ever used (live and deleted)."""
+        return len(self.ids)
+
+    @cached_property
+    def row_of(self) -> dict[str, int]:
+        """Id -> live row (built on first use: only adds and deletes need it)."""
+        return {self.ids[row]: row for row in np.flatnonzero(self.live).tolist()}
+
+    def get(self, row: int) -> Document:
+        if row < self.n_base:
+            return self.base.get(row)  # type: ignore[union-attr]
+        return self.log.docs[row - self.n_base]
+
+    def texts(self, rows: Iterable[int]) -> Iterator[str]:
+        for row in rows:
+            yield self.get(row).text
+
+    def live_rows(self) -> np.ndarray:
+        return np.flatnonzero(self.live)
+
+    def mask(self, f: Filter) -> np.ndarray:
+        """Live rows that pass the filter (the corpus part is cached by the corpus store)."""
+        base = self.base.mask(f) if self.base is not None else np.empty(0, bool)
+        added = np.fromiter((matches(f, d.id, d.metadata) for d in self.log.docs), dtype=bool, count=len(self.log.docs))
+        return np.concatenate([base, added]) & self.live
+
+    def allowed(self, f: Filter | None) -> np.ndarray | None:
+        """The candidate rows of a search: None when every row may be returned."""
+        if f is None:
+            return None if self.all_live else self.live
+        return self.mask(f)
+
+    def info(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.base.info() if self.base is not None else {"path": None}
+        out.update(documents=len(self), added=len(self.log.docs), deleted=len(self.log.deleted))
+        return out
+
+    # ---- changes (new logs; nothing is written here) -------------------------------------------
+
+    def with_added(self, docs: Sequence[Document], vectors: np.ndarray | None, model: str | None) -> ChangeLog:
+        """The log after adding `docs`: an id that is live already is replaced (upsert)."""
+        log = self.log
+        if (log.vectors is None) != (vectors is None) and log.docs:
+            raise InvalidInputError("the collection's added documents were stored without vectors (backend bm25);"
+                                    " use the same backend for every add")
+        if log.docs and log.model != model:
+            raise InvalidInputError(f"the collection's added documents were embedded with {log.model!r}, this "
+                                    f"session uses {model!r}; use the same model for every add")
+        replaced = [self.row_of[d.id] for d in docs if d.id in self.row_of]
+        stacked = vectors if log.vectors is None else np.concatenate([log.vectors, vectors])  # type: ignore[list-item]
+        return ChangeLog(log.docs + tuple(docs), stacked, _union(log.deleted, replaced), log.generation + 1, model)
+
+    def with_deleted(self, rows: Iterable[int]) -> ChangeLog:
+        log = self.log
+        return ChangeLog(log.docs, log.vectors, _union(log.deleted, rows), log.generation + 1, log.model)
+
+
+def _union(deleted: np.ndarray, rows: Iterable[int]) -> np.ndarray:
+    return np.union1d(deleted, np.fromiter(rows, dtype=np.int64)).astype(np.int64)
+
+
+def parse_documents(documents: Any) -> list[Document]:
+    """Tool input -> Documents: each `{"id", "contents"}` or `{"id", "title", "text"}`, other
+    fields as metadata (or a `metadata` object); ids required and unique within the call."""
+    if not isinstance(documents, list) or not documents:
+        raise InvalidInputError("documents must be a non-empty list of objects with 'id' and 'contents'")
+    out, seen = [], set()
+    for i, rec in enumerate(documents):
+        where = f"documents[{i}]"
+        if not isinstance(rec, dict) or ("id" not in rec and "_id" not in rec):
+            raise InvalidInputError(f"{where}: each document needs an 'id' (and 'contents' or 'title'/'text')")
+        meta = rec.get("metadata")
+        flat = {**meta, **{k: v for k, v in rec.items() if k != "metadata"}} if isinstance(meta, dict) else rec
+        try:
+            doc = parse_record(json.dumps(flat), i, where)
+        except CorpusError as e:  # the same checks and messages as for a corpus line
+            raise InvalidInputError(str(e)) from None
+        if doc.id in seen:
+            raise InvalidInputError(f"{where}: duplicate id {doc.id!r} in this call")
+        seen.add(doc.id)
+        out.append(doc)
+    return out
+

@@ -1,0 +1,158 @@
+"""What `retriever_init` loads: one immutable Session per configuration, and how its parts are
+loaded and derived (the corpus, the change log, the embedder, the dense and BM25 indexes)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .collection import ChangeLog, Collection
+from .config import COLLECTION_NAME, Config
+from .corpus import DocStore
+from .embedders import Embedder, build_embedder
+from .errors import IndexMismatchError
+from .indexes import VectorIndex, index_backend
+from .persist import check_manifest, read_manifest
+from .sparse import BM25Index
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Session:
+    """What `retriever_init` loaded. Replaced whole, never mutated, so a search that took a
+    snapshot sees one consistent collection, model and index while a rebuild runs beside it."""
+
+    config: Config
+    store: Collection
+    embedder: Embedder | None
+    dense: VectorIndex | None
+    bm25: BM25Index | None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def docs(self) -> DocStore | None:
+        """The corpus file's store (None for a collection filled only by adds)."""
+        return self.store.base
+
+
+def corpus_manifest(docs: DocStore | None) -> dict[str, Any]:
+    """What every index built from the corpus file records of it."""
+    return {"count": len(docs) if docs is not None else 0,
+            "corpus_fingerprint": docs.fingerprint if docs is not None else None}
+
+
+def dense_manifest(docs: DocStore | None, embedder: Embedder) -> dict[str, Any]:
+    """What a dense index or embedding file made from `docs` with `embedder` records."""
+    return {"model": embedder.model_id, "dimension": embedder.dimension, **corpus_manifest(docs)}
+
+
+def open_session(cfg: Config) -> Session:
+    """Open the corpus and change log, build the embedder, load the saved indexes (refusing any
+    that does not match; with `overwrite` it is skipped with a warning, to be rebuilt)."""
+    docs = DocStore.open(cfg.corpus_path) if cfg.corpus_path is not None else None
+    paths = cfg.paths()
+    store = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs)))
+    embedder = None if cfg.backend == "bm25" else build_embedder(cfg)
+    warnings: list[str] = list(embedder.warnings) if embedder else []
+    draft = Session(cfg, store, embedder, None, None)
+    dense = _guard(cfg, warnings, lambda: load_dense(draft, warnings))
+    bm25 = _guard(cfg, warnings, lambda: load_bm25(draft, warnings))
+    return Session(cfg, store, embedder, dense, bm25, tuple(warnings))
+
+
+def _guard(cfg: Config, warnings: list[str], load: Any) -> Any:
+    try:
+        return load()
+    except IndexMismatchError as err:
+        if not cfg.overwrite:
+            raise
+        warnings.append(f"not loaded (overwrite is true, rebuild it): {err}")
+        log.warning(warnings[-1])
+        return None
+
+
+def load_dense(s: Session, warnings: list[str]) -> VectorIndex | None:
+    """The corpus index from disk (an empty one when there is no corpus) with the change log's
+    vectors appended."""
+    if s.embedder is None:
+        return None
+    folder = s.config.paths().faiss
+    fcfg = s.config.index_backend_configs.faiss
+    backend = index_backend(s.config)
+    index = backend.load(folder, use_gpu=fcfg.index_use_gpu)
+    if index is not None:
+        check_manifest(index.manifest, dense_manifest(s.docs, s.embedder), folder,
+                       "call retriever_embed and retriever_index with overwrite=true")
+        warnings += index.warnings
+    elif s.docs is None:
+        index = backend.empty(s.embedder.dimension)
+    return with_log(s, index)
+
+
+def with_log(s: Session, index: VectorIndex | None) -> VectorIndex | None:
+    """`index` (of the corpus rows) plus the vectors of the documents added since."""
+    added = s.store.log
+    if index is None or not added.docs:
+        return index
+    if added.vectors is None or added.model != (s.embedder.model_id if s.embedder else None):
+        raise IndexMismatchError(f"{s.config.paths().docs}: the added documents were embedded with "
+                                 f"{added.model!r}, this session uses {s.embedder.model_id if s.embedder else None!r};"
+                                 " add them again with this model, or restore the model")
+    return index.with_vectors(added.vectors)
+
+
+def bm25_manifest(s: Session) -> dict[str, Any]:
+    return {**corpus_manifest(s.docs), "log_generation": s.store.log.generation}
+
+
+def load_bm25(s: Session, warnings: list[str]) -> BM25Index | None:
+    """The saved BM25 index; one built before the last add or delete (a crash between the two
+    writes) is rebuilt over the live documents, with a warning."""
+    bcfg = s.config.backend_configs.bm25
+    folder = s.config.paths().bm25
+    index = BM25Index.load(folder, bcfg.lang)
+    if index is None:
+        return None
+    check_manifest(index.manifest, corpus_manifest(s.docs), folder, "call bm25_index(overwrite=true)")
+    if not len(s.store):
+        return None
+    if index.manifest.get("log_generation", 0) != s.store.log.generation:
+        warnings.append(f"{folder} predates the last add or delete; rebuilt over the live documents")
+        log.warning(warnings[-1])
+        index = build_bm25(s, progress=False)
+        index.save(folder, bm25_manifest(s))
+    return index
+
+
+def build_bm25(s: Session, progress: bool) -> BM25Index:
+    """BM25 over the live documents of the collection."""
+    rows = s.store.live_rows()
+    identity = len(rows) == s.store.rows
+    return BM25Index.build(s.store.texts(rows.tolist()), s.config.backend_configs.bm25, show_progress=progress,
+                           rows=None if identity else rows.astype(np.int64))
+
+
+def describe(cfg: Config) -> dict[str, Any]:
+    """A collection as its manifests record it: documents, model, dimension, indexes present."""
+    paths = cfg.paths()
+    dense, bm25, changes = (read_manifest(p) for p in (paths.faiss, paths.bm25, paths.docs))
+    base = next((m["count"] for m in (dense, bm25) if m), None)
+    out: dict[str, Any] = {"name": cfg.collection_name, "index_backend": "faiss",
+                           "model": (dense or changes or {}).get("model"), "dimension": (dense or changes or {}).get("dimension"),
+                           "dense_index": dense is not None, "bm25_index": bm25 is not None}
+    if changes:
+        out["documents"] = (base or 0) + changes["added"] - changes["deleted"]
+    else:
+        out["documents"] = base
+    return out
+
+
+def collection_names(cfg: Config) -> list[str]:
+    """The default collection ("") and every named one under collections_path."""
+    root = cfg.collections_path
+    named = sorted(p.name for p in root.iterdir() if p.is_dir() and COLLECTION_NAME.match(p.name)) if root.is_dir() else []
+    return ["", *named]
