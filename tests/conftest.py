@@ -37,6 +37,7 @@ def write_project(folder: Path, corpus: Path | str = SAMPLE, **overrides: Any) -
     cfg.update(
         corpus_path="corpus.jsonl",
         embedding_path="out/embedding.npy",
+        docs_path="out/docs",
     )
     cfg["backend_configs"]["bm25"]["save_path"] = "out/bm25"
     cfg["index_backend_configs"]["faiss"]["index_path"] = "out/faiss"

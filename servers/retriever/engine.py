@@ -262,9 +262,8 @@ class Retriever:
         store = Collection(s.docs, changes)
         draft = replace(s, store=store)
         dense = s.dense
-        if dense is not None:
-            new = changes.vectors[len(s.store.log.docs):]  # type: ignore[index]
-            dense = dense.with_vectors(new) if len(new) else dense
+        if dense is not None and len(changes.docs) > len(s.store.log.docs):
+            dense = dense.with_vectors(changes.vectors[len(s.store.log.docs):])  # type: ignore[index]
         bm25 = None
         if s.bm25 is not None and len(store):
             bm25 = build_bm25(draft, progress)
