@@ -21,6 +21,7 @@ from mcp.types import TextContent
 
 from .engine import Retriever
 from .errors import RetrieverError
+from .server_web import register_web_tools
 from .types import Hit
 
 log = logging.getLogger(__name__)
@@ -252,4 +253,5 @@ def build_server(engine: Retriever) -> FastMCP:
         hits = engine.bm25_search(query_list, top_k, score_threshold, scale_score)
         return reply(format_hits(hits, return_text, return_metadata))
 
+    register_web_tools(mcp, engine)  # retriever_websearch, retriever_{exa,tavily,zhipuai}_search (server_web.py)
     return mcp
