@@ -154,10 +154,14 @@ def make_handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 64  # the default backlog of 5 delays a burst of connections by a SYN retry (1 s)
+
+
 def start(fake: FakeProvider) -> FakeProvider:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(fake))
-    server.daemon_threads = True
-    server.block_on_close = False
+    server = _Server(("127.0.0.1", 0), make_handler(fake))
     fake.server = server
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return fake
