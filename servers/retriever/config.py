@@ -15,8 +15,10 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     ValidationInfo,
 )
@@ -34,6 +36,11 @@ def _resolve(value: Path, info: ValidationInfo) -> Path:
 
 
 ResolvedPath = Annotated[Path, AfterValidator(_resolve)]
+
+
+def _none_as_empty(value: Any) -> Any:
+    """A section written as `key:` with nothing under it (YAML null) takes its defaults."""
+    return {} if value is None else value
 
 
 class _Model(BaseModel):
@@ -109,6 +116,44 @@ class CollectionPaths:
     docs: Path  # the change log: documents added and deleted since the corpus file
 
 
+class WebProviderConfig(_Model):
+    """What every web search provider takes. The key may also come from the provider's env variable."""
+
+    api_key: SecretStr | None = None  # never shown in logs, errors or results
+    base_url: str | None = None  # None = the provider's public endpoint
+    timeout: float = Field(30.0, gt=0)  # seconds per request
+    max_retries: int = Field(3, ge=0)  # retries of a timeout, 429 or 5xx, with exponential backoff
+    base_delay: float = Field(1.0, ge=0)  # first backoff in seconds; doubles each retry, plus jitter
+
+
+class ExaConfig(WebProviderConfig):
+    search_type: str = "auto"  # Exa's `type`: auto, fast, neural, deep, ...; checked by Exa
+    max_characters: int = Field(3000, ge=1)  # page text returned per hit
+    category: str | None = None
+
+
+class TavilyConfig(WebProviderConfig):
+    search_depth: Literal["basic", "advanced", "fast", "ultra-fast"] = "basic"
+    topic: Literal["general", "news", "finance"] = "general"
+    include_raw_content: bool = False  # true: the page text instead of Tavily's snippet
+
+
+class ZhipuAIConfig(WebProviderConfig):
+    search_engine: Literal["search_std", "search_pro", "search_pro_sogou", "search_pro_quark"] = "search_std"
+    search_intent: bool = False
+    search_recency_filter: Literal["oneDay", "oneWeek", "oneMonth", "oneYear", "noLimit"] = "noLimit"
+    content_size: Literal["medium", "high"] = "medium"
+
+
+class WebsearchConfigs(_Model):
+    exa: ExaConfig = ExaConfig()
+    tavily: TavilyConfig = TavilyConfig()
+    zhipuai: ZhipuAIConfig = ZhipuAIConfig()
+
+
+WebProvider = Literal["exa", "tavily", "zhipuai"]
+
+
 class Config(_Model):
     model_name_or_path: str = ""
     corpus_path: ResolvedPath | None = Path("data/sample_corpus.jsonl")  # null: a collection filled by adds
@@ -129,10 +174,11 @@ class Config(_Model):
     overwrite: bool = False
     # Keys of later releases, accepted and inert; using them is an error (see engine.init).
     retriever_url: str | None = None
-    retrieve_thread_num: int = Field(1, ge=1)
+    retrieve_thread_num: int = Field(1, ge=1)  # active: web search queries in flight at once
     is_demo: bool = False
-    websearch_backend: str | None = None
-    websearch_backend_configs: dict[str, Any] | None = None
+    # Web search (active): retriever_websearch's default provider and each provider's options.
+    websearch_backend: WebProvider | None = None
+    websearch_backend_configs: Annotated[WebsearchConfigs, BeforeValidator(_none_as_empty)] = WebsearchConfigs()
 
     def resolved_model(self) -> str:
         """The model folder: the packaged MiniLM for an empty value or a MiniLM alias."""
@@ -186,6 +232,8 @@ def _describe(err: dict[str, Any]) -> str:
         owner = _model_at(loc)
         valid = ", ".join(owner.model_fields) if owner else "?"
         return f"unknown key '{path}'; valid keys here: {valid}"
+    if "api_key" in path:  # a secret is never echoed
+        return f"'{path}': {err['msg']}"
     return f"'{path}': {err['msg']} (got {err.get('input')!r})"
 
 

@@ -21,6 +21,7 @@ from mcp.types import TextContent
 
 from .engine import Retriever
 from .errors import RetrieverError
+from .server_web import register_web_tools
 from .types import Hit
 
 log = logging.getLogger(__name__)
@@ -283,4 +284,5 @@ def build_server(engine: Retriever) -> FastMCP:
         Select one with retriever_init(collection_name=...)."""
         return reply(engine.list_collections())
 
+    register_web_tools(mcp, engine)  # retriever_websearch, retriever_{exa,tavily,zhipuai}_search (server_web.py)
     return mcp
