@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -156,7 +157,9 @@ WebProvider = Literal["exa", "tavily", "zhipuai"]
 
 class Config(_Model):
     model_name_or_path: str = ""
-    corpus_path: ResolvedPath | None = Path("data/sample_corpus.jsonl")  # null: a collection filled by adds
+    # null or "": no corpus file, a collection filled by retriever_add
+    corpus_path: Annotated[ResolvedPath | None, BeforeValidator(lambda v: None if v == "" else v)] = Path(
+        "data/sample_corpus.jsonl")
     embedding_path: ResolvedPath = Path("index/embedding.npy")
     docs_path: ResolvedPath = Path("index/docs")  # the default collection's change log (added/deleted documents)
     collection_name: Annotated[str, AfterValidator(_collection_name)] = ""

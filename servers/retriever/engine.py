@@ -30,9 +30,10 @@ from .errors import (
     NotInitializedError,
     NotYetSupportedError,
 )
+from .fanout import fanout_search
 from .filters import parse as parse_filter
 from .fusion import SCALERS
-from .hybrid import Fused, fused_rows, max_fused_score
+from .hybrid import Fused, RowRanking, fused_rows, max_fused_score
 from .indexes import index_backend
 from .persist import read_manifest
 from .results import as_queries, build_hits, check_top_k, pick, search_groups
@@ -45,6 +46,8 @@ from .session import (
     dense_manifest,
     describe,
     open_session,
+    recorded_corpus,
+    remember_corpus,
     with_log,
 )
 from .types import Hit
@@ -60,6 +63,8 @@ class Retriever:
         self.base_dir = base_dir
         self.session: Session | None = None
         self._write_lock = threading.Lock()  # one build at a time; searches never wait on it
+        self._others: dict[str, Session] = {}  # other collections opened by fan-out searches
+        self._others_lock = threading.Lock()
 
     @classmethod
     def from_yaml(cls, path: str | Path = "parameter.yaml") -> Retriever:
@@ -79,12 +84,15 @@ class Retriever:
         that do not match."""
         with self._write_lock:
             cfg = self.base_config.with_overrides(overrides, self.base_dir)
+            if overrides.get("corpus_path") is None:
+                cfg = recorded_corpus(cfg)
             if cfg.is_demo:
                 raise NotYetSupportedError("is_demo is accepted but not active in this release; set is_demo: false")
             if cfg.is_multimodal:
                 raise NotYetSupportedError("is_multimodal is accepted but not active in this release")
             index_backend(cfg)  # fail early on an inactive index backend
             self.session = open_session(cfg)
+            self._others = {}
             return self.status()
 
     def status(self) -> dict[str, Any]:
@@ -101,14 +109,15 @@ class Retriever:
             out["warnings"] = list(s.warnings)
         return out
 
-    def _need(self, tool: str) -> Session:
+    def need(self, tool: str) -> Session:
+        """The current session, or an error that says to call retriever_init."""
         s = self.session
         if s is None:
             raise NotInitializedError(tool)
         return s
 
     def _need_embedder(self, tool: str) -> tuple[Session, Embedder]:
-        s = self._need(tool)
+        s = self.need(tool)
         if s.embedder is None:
             raise NotYetSupportedError(f"{tool}: backend is 'bm25', which has no embedder; use bm25_search")
         return s, s.embedder
@@ -130,6 +139,7 @@ class Retriever:
             docs = _need_corpus(s, "retriever_embed")
             chunk = cfg.backend_configs.sentence_transformers.sentence_transformers_encode.encode_chunk_size
             manifest = dense_manifest(docs, embedder)
+            remember_corpus(cfg)
             write_embeddings(path, docs, embedder, chunk, pick(overwrite, cfg.overwrite), manifest, progress)
             return {"embedding_path": str(path), **manifest}
 
@@ -155,6 +165,7 @@ class Retriever:
             expected = dense_manifest(s.docs, embedder)
             vectors = open_embeddings(self._path(embedding_path, s.config.paths().embedding), expected)
             index = index_backend(s.config).build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu)
+            remember_corpus(s.config)
             index.save(folder, expected)
             self._publish(s, dense=with_log(s, index))
             out = {"index_path": str(folder), **expected}
@@ -197,7 +208,7 @@ class Retriever:
 
     def bm25_index(self, overwrite: bool | None = None, progress: bool = True) -> dict[str, Any]:
         with self._write_lock:
-            s = self._need("bm25_index")
+            s = self.need("bm25_index")
             folder = s.config.paths().bm25
             if read_manifest(folder) is not None and not pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"a BM25 index exists at {folder}; pass overwrite=true to rebuild it")
@@ -205,6 +216,7 @@ class Retriever:
                 raise IndexMissingError("the collection has no documents; set corpus_path or call retriever_add")
             index = build_bm25(s, progress)
             manifest = bm25_manifest(s)
+            remember_corpus(s.config)
             index.save(folder, manifest)
             self._publish(s, bm25=index)
             return {"save_path": str(folder), **manifest, "documents": len(s.store),
@@ -219,7 +231,7 @@ class Retriever:
                     score_threshold: float | None = None, scale_score: bool = False,
                     filters: dict[str, Any] | None = None) -> list[list[Hit]]:
         """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
-        s = self._need("bm25_search")
+        s = self.need("bm25_search")
         rows, scores = self._bm25_rows(s, as_queries(query_list), check_top_k(pick(top_k, s.config.top_k)),
                                        _allowed(s, filters))
         return build_hits(s.store, rows, scores, SCALERS["bm25"] if scale_score else None, score_threshold)
@@ -230,7 +242,7 @@ class Retriever:
         """Add documents (an id that exists is replaced), embedded with the session's model; the
         change log is published atomically, then the indexes follow (see collection.py)."""
         with self._write_lock:
-            s = self._need("retriever_add")
+            s = self.need("retriever_add")
             docs = parse_documents(documents)
             vectors = s.embedder.encode_passages([d.text for d in docs]) if s.embedder is not None else None
             replaced = sum(d.id in s.store.row_of for d in docs)
@@ -242,7 +254,7 @@ class Retriever:
                progress: bool = False) -> dict[str, Any]:
         """Delete documents by id and/or by filter; unknown ids are reported, not an error."""
         with self._write_lock:
-            s = self._need("retriever_delete")
+            s = self.need("retriever_delete")
             if ids is None and filters is None:
                 raise InvalidInputError("retriever_delete needs ids, filters or both")
             ids = as_queries(ids, "ids") if ids is not None else []
@@ -258,6 +270,7 @@ class Retriever:
         """Publish the new change log (the commit point), then the session with indexes that
         include it; the BM25 index is rebuilt over the live documents and saved."""
         paths = s.config.paths()
+        remember_corpus(s.config)
         changes.save(paths.docs, corpus_manifest(s.docs))
         store = Collection(s.docs, changes)
         draft = replace(s, store=store)
@@ -320,28 +333,52 @@ class Retriever:
         """Several phrasings per question, each searched `candidate_depth` deep with `mode`
         (dense, bm25 or hybrid), fused with RRF (k from the YAML) into one ranking per question.
         The phrasings' rankings stay rows and scores: no document is read until the fused top k."""
-        tool = "retriever_multi_query_search"
-        s = self._need(tool)
+        s = self.need("retriever_multi_query_search")
         k = check_top_k(pick(top_k, s.config.top_k))
         h = hybrid_options(s.config.hybrid, candidate_depth=candidate_depth)
-        if mode not in ("dense", "bm25", "hybrid"):
-            raise InvalidInputError(f"mode must be one of ['bm25', 'dense', 'hybrid'], got {mode!r}")
         allowed = _allowed(s, filters)
 
-        def rankings(queries: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
-            if mode == "bm25":
-                return list(zip(*self._bm25_rows(s, queries, h.candidate_depth, allowed)))
-            _, embedder = self._need_embedder(tool)
-            if mode == "dense":
-                return list(zip(*self._dense_rows(s, embedder, queries, h.candidate_depth, query_instruction,
-                                                  allowed)))
-            return [(rows, scores) for rows, scores, _ in
-                    self._hybrid_rows(s, embedder, queries, h, h.candidate_depth, query_instruction, allowed)]
+        def rankings(queries: list[str]) -> list[RowRanking]:
+            return self.rankings(s, mode, queries, h, query_instruction, allowed)
 
         fused = [fused_rows(s.store, {str(i): ranking for i, ranking in enumerate(group)}, "rrf", None, h.rrf_k, k)
                  for group in search_groups(rankings, question_list, "question_list")]
         best = max_fused_score("rrf", [1.0], h.rrf_k)  # equal weights summing to 1, whatever the count
         return _fused_hits(s.store, fused, best if scale_score else None, score_threshold)
+
+    def collection_session(self, name: str) -> Session:
+        """The session of collection `name` ("" = the default): the current one, or one opened with
+        the current settings and model (kept until the next retriever_init)."""
+        s = self.need("retriever_fanout_search")
+        if name == s.config.collection_name:
+            return s
+        with self._others_lock:
+            other = self._others.get(name)
+            if other is None or other.embedder is not s.embedder:
+                cfg = recorded_corpus(self.base_config.with_overrides({"collection_name": name}, self.base_dir))
+                if name not in collection_names(cfg):
+                    raise IndexMissingError(f"no collection named {name!r}; retriever_list_collections lists them")
+                other = self._others[name] = open_session(cfg, s.embedder)
+            return other
+
+    def fanout_search(self, query_list: str | Sequence[str], collections: Sequence[str],
+                      **options: Any) -> tuple[list[list[Hit]], dict[str, str]]:
+        """One search over several collections, fused with RRF (see fanout.py)."""
+        return fanout_search(self, query_list, collections, **options)
+
+    def rankings(self, s: Session, mode: str, queries: list[str], h: HybridConfig, query_instruction: str | None,
+                 allowed: Allowed) -> list[RowRanking]:
+        """Per query, rows and scores `h.candidate_depth` deep with `mode` (dense, bm25 or hybrid)."""
+        if mode not in ("dense", "bm25", "hybrid"):
+            raise InvalidInputError(f"mode must be one of ['bm25', 'dense', 'hybrid'], got {mode!r}")
+        if mode == "bm25":
+            return list(zip(*self._bm25_rows(s, queries, h.candidate_depth, allowed)))
+        if s.embedder is None:
+            raise NotYetSupportedError(f"mode {mode!r}: backend is 'bm25', which has no embedder; use mode 'bm25'")
+        if mode == "dense":
+            return list(zip(*self._dense_rows(s, s.embedder, queries, h.candidate_depth, query_instruction, allowed)))
+        return [(rows, scores) for rows, scores, _ in
+                self._hybrid_rows(s, s.embedder, queries, h, h.candidate_depth, query_instruction, allowed)]
 
     # ---- helpers ---------------------------------------------------------------------------
 

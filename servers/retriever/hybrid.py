@@ -26,13 +26,13 @@ def fused_rows(
     row_of = {docs.ids[r]: r for rows, _ in rankings.values() for r in rows.tolist() if r >= 0}
     fused = fuse(method, list(named.values()), weights, k, limit=top_k)
     rank_of = {name: {doc_id: rank for rank, (doc_id, _) in enumerate(ranking)} for name, ranking in named.items()}
-    sources = [{name: _source(named[name], rank_of[name].get(doc_id)) for name in named} for doc_id, _ in fused]
+    sources = [{name: source_of(named[name], rank_of[name].get(doc_id)) for name in named} for doc_id, _ in fused]
     rows = np.asarray([row_of[doc_id] for doc_id, _ in fused], dtype=np.int64)
     scores = np.asarray([score for _, score in fused], dtype=np.float64)
     return rows, scores, sources
 
 
-def _source(ranking: list[tuple[str, float]], index: int | None) -> tuple[int, float] | None:
+def source_of(ranking: list[tuple[str, float]], index: int | None) -> tuple[int, float] | None:
     """(rank from 1, score) of the document at `index` of a retriever's list, None if absent."""
     return None if index is None else (index + 1, ranking[index][1])
 

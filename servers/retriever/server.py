@@ -243,6 +243,31 @@ def build_server(engine: Retriever) -> FastMCP:
 
     @mcp.tool(output_schema=None)
     @tool_errors
+    def retriever_fanout_search(
+        query_list: list[str] | str,
+        collections: list[str],
+        top_k: int | None = None,
+        mode: Literal["hybrid", "dense", "bm25"] = "hybrid",
+        query_instruction: str | None = None,
+        candidate_depth: int | None = None,
+        score_threshold: float | None = None,
+        scale_score: bool = False,
+        filters: dict[str, Any] | None = None,
+        return_text: bool = True,
+        return_metadata: bool = False,
+    ) -> ToolResult:
+        """One search over several collections ("" = the default one), each with `mode`, fused with RRF
+        into one list per query. Adds ret_collections (each hit's collection), ret_sources (its rank and
+        score in each collection) and errors ({collection: message} for those that failed)."""
+        hits, errors = engine.fanout_search(
+            query_list, collections, top_k=top_k, mode=mode, query_instruction=query_instruction,
+            candidate_depth=candidate_depth, filters=filters, score_threshold=score_threshold, scale_score=scale_score)
+        out = format_hits(hits, return_text, return_metadata, fused=True)
+        out["ret_collections"] = [[h.collection for h in row] for row in hits]
+        return reply({**out, "errors": errors})
+
+    @mcp.tool(output_schema=None)
+    @tool_errors
     def bm25_index(overwrite: bool | None = None) -> ToolResult:
         """Build the BM25 index over the corpus and save it; searchable at once."""
         return reply(engine.bm25_index(overwrite))

@@ -3,8 +3,10 @@ loaded and derived (the corpus, the change log, the embedder, the dense and BM25
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +17,7 @@ from .corpus import DocStore
 from .embedders import Embedder, build_embedder
 from .errors import IndexMismatchError
 from .indexes import VectorIndex, index_backend
-from .persist import check_manifest, read_manifest
+from .persist import atomic_write_text, check_manifest, read_manifest
 from .sparse import BM25Index
 
 log = logging.getLogger(__name__)
@@ -50,13 +52,15 @@ def dense_manifest(docs: DocStore | None, embedder: Embedder) -> dict[str, Any]:
     return {"model": embedder.model_id, "dimension": embedder.dimension, **corpus_manifest(docs)}
 
 
-def open_session(cfg: Config) -> Session:
+def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     """Open the corpus and change log, build the embedder, load the saved indexes (refusing any
-    that does not match; with `overwrite` it is skipped with a warning, to be rebuilt)."""
+    that does not match; with `overwrite` it is skipped with a warning, to be rebuilt). An
+    `embedder` given is used instead of building one (another collection, the same model)."""
     docs = DocStore.open(cfg.corpus_path) if cfg.corpus_path is not None else None
     paths = cfg.paths()
     store = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs)))
-    embedder = None if cfg.backend == "bm25" else build_embedder(cfg)
+    if embedder is None and cfg.backend != "bm25":
+        embedder = build_embedder(cfg)
     warnings: list[str] = list(embedder.warnings) if embedder else []
     draft = Session(cfg, store, embedder, None, None)
     dense = _guard(cfg, warnings, lambda: load_dense(draft, warnings))
@@ -149,6 +153,28 @@ def describe(cfg: Config) -> dict[str, Any]:
     else:
         out["documents"] = base
     return out
+
+
+SETTINGS = "collection.json"
+
+
+def remember_corpus(cfg: Config) -> None:
+    """A named collection records its corpus file on its first write, so opening it by name
+    later (retriever_init, fan-out) finds the same corpus."""
+    if cfg.collection_name:
+        path = cfg.collections_path / cfg.collection_name / SETTINGS
+        if not path.is_file():
+            corpus = str(cfg.corpus_path) if cfg.corpus_path is not None else None
+            atomic_write_text(path, json.dumps({"corpus_path": corpus}))
+
+
+def recorded_corpus(cfg: Config) -> Config:
+    """`cfg` with the corpus file its named collection recorded (unchanged if none)."""
+    path = cfg.collections_path / cfg.collection_name / SETTINGS
+    if not cfg.collection_name or not path.is_file():
+        return cfg
+    corpus = json.loads(path.read_text(encoding="utf-8"))["corpus_path"]
+    return cfg.model_copy(update={"corpus_path": Path(corpus) if corpus else None})
 
 
 def collection_names(cfg: Config) -> list[str]:

@@ -24,3 +24,4 @@ class Hit:
     score: float
     metadata: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, tuple[int, float] | None] | None = None  # retriever -> (rank, score)
+    collection: str | None = None  # set by a fan-out search: the collection the hit came from
