@@ -80,13 +80,17 @@ def test_nested_metadata_and_booleans() -> None:
 @pytest.mark.parametrize(
     "spec, expr",
     [
-        pytest.param(cmp("meta.year", ">=", 2020), 'metadata["year"] >= 2020', id="cmp"),
+        pytest.param(cmp("meta.year", ">=", 2020), 'exists metadata["year"] and (metadata["year"] >= 2020)', id="cmp"),
         pytest.param(cmp("id", "in", ["a", "b"]), 'id in ["a", "b"]', id="id-in"),
-        pytest.param(cmp("meta.a.b", "not in", [1, True]), 'metadata["a"]["b"] not in [1, true]', id="nested"),
-        pytest.param({"operator": "OR", "conditions": [cmp("meta.t", "==", 'x"y'), cmp("meta.u", "!=", "z")]},
-                     '(metadata["t"] == "x\\"y") or (metadata["u"] != "z")', id="or-escape"),
-        pytest.param({"operator": "NOT", "conditions": [cmp("meta.t", "==", "x"), cmp("meta.u", "<", 2)]},
-                     'not ((metadata["t"] == "x") and (metadata["u"] < 2))', id="not"),
+        pytest.param(cmp("meta.a.b", "not in", [1, True]),
+                     'exists metadata["a"]["b"] and (metadata["a"]["b"] != 1 and metadata["a"]["b"] != true)',
+                     id="nested-not-in"),
+        pytest.param(cmp("meta.t", "in", ["x", "y"]),
+                     'exists metadata["t"] and (metadata["t"] == "x" or metadata["t"] == "y")', id="in"),
+        pytest.param({"operator": "OR", "conditions": [cmp("id", "==", 'x"y'), cmp("id", "!=", "z")]},
+                     '(id == "x\\"y") or (id != "z")', id="or-escape"),
+        pytest.param({"operator": "NOT", "conditions": [cmp("id", "==", "x"), cmp("id", "<", "b")]},
+                     'not ((id == "x") and (id < "b"))', id="not"),
     ],
 )
 def test_to_milvus(spec: dict, expr: str) -> None:
