@@ -73,6 +73,27 @@ def test_cli_index_search_eval(tmp_path: Path, project: Path) -> None:
     assert run_file.read_text().splitlines()[0].startswith("q1 Q0 doc09 1 ")
 
 
+def test_cli_add_delete_and_filtered_search(tmp_path: Path, built_project: Path) -> None:
+    import shutil
+
+    shutil.copytree(built_project.parent, tmp_path / "p")
+    config = str(tmp_path / "p" / "parameter.yaml")
+    new = tmp_path / "new.jsonl"
+    new.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "n1", "contents": "Quokkas live on Rottnest Island.", "year": 2024},
+        {"_id": "doc07", "title": "Quokka", "text": "A quokka smiles.", "year": 2025},
+    ]) + "\n")
+    assert cli_json("add", str(new), "--batch", "1", "--config", config) == {"added": 1, "replaced": 1,
+                                                                             "documents": 31}
+    recent = json.dumps({"field": "meta.year", "operator": ">=", "value": 2024})
+    hits = cli_json("search", "quokka", "--json", "--mode", "hybrid", "--filters", recent, "--config", config)
+    assert sorted(h["id"] for h in hits) == ["doc07", "n1"] and all(h["metadata"]["year"] >= 2024 for h in hits)
+    assert cli_json("delete", "n1", "ghost", "--config", config) == {"deleted": 1, "not_found": ["ghost"],
+                                                                    "documents": 30}
+    proc = run_cli("search", "x", "--filters", "{bad", "--config", config)
+    assert proc.returncode == 2 and "--filters is not valid JSON" in proc.stderr
+
+
 def test_cli_errors_are_one_clear_line(project: Path) -> None:
     proc = run_cli("search", "x", "--config", str(project), "--set", "top_kk=3")
     assert proc.returncode == 2

@@ -78,20 +78,64 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _search(engine: Any, mode: str, queries: list[str], k: int) -> list[Any]:
+def _search(engine: Any, mode: str, queries: list[str], k: int, filters: dict[str, Any] | None = None) -> list[Any]:
     searches = {"dense": engine.search, "bm25": engine.bm25_search, "hybrid": engine.hybrid_search}
-    return searches[mode](queries, k)
+    return searches[mode](queries, k, filters=filters)
+
+
+def _filters(raw: str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise RetrieverError(f"--filters is not valid JSON: {e}") from None
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     engine = _engine(args)
-    hits = _search(engine, args.mode, [args.text], args.k)[0]
+    hits = _search(engine, args.mode, [args.text], args.k, _filters(args.filters))[0]
     if args.json:
-        print(json.dumps([{"id": h.id, "score": h.score, "text": h.text} for h in hits], ensure_ascii=False))
+        print(json.dumps([{"id": h.id, "score": h.score, "text": h.text, "metadata": h.metadata} for h in hits],
+                         ensure_ascii=False))
         return 0
     for rank, h in enumerate(hits, start=1):
         text = h.text if len(h.text) <= 160 else h.text[:157] + "..."
         print(f"{rank:>3}. [{h.id}] {h.score:.4f}  {text}")
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    """Add (upsert) the records of a JSONL file, a batch at a time; each batch is one change."""
+    from .corpus import iter_lines
+
+    engine = _engine(args)
+    report = {"added": 0, "replaced": 0}
+    batch: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        out = engine.add(batch)
+        report["added"] += out["added"]
+        report["replaced"] += out["replaced"]
+        report["documents"] = out["documents"]
+        batch.clear()
+
+    for lineno, _, line in iter_lines(args.file):
+        try:
+            batch.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise RetrieverError(f"{args.file}:{lineno}: invalid JSON ({e.msg})") from None
+        if len(batch) >= args.batch:
+            flush()
+    if batch:
+        flush()
+    print(json.dumps(report))
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    print(json.dumps(engine.delete(args.ids or None, _filters(args.filters))))
     return 0
 
 
@@ -149,8 +193,19 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("text")
     s.add_argument("-k", type=int, default=10)
     s.add_argument("--mode", choices=["dense", "bm25", "hybrid"], default="dense")
+    s.add_argument("--filters", help='a filter as JSON, e.g. \'{"field": "meta.year", "operator": ">=", "value": 2020}\'')
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_search)
+
+    s = add("add", "add (upsert) documents from a JSONL file to the selected collection")
+    s.add_argument("file", type=Path, help='JSONL: {"id", "contents", ...metadata} or BEIR {"_id", "title", "text"}')
+    s.add_argument("--batch", type=int, default=256, help="documents per change (default 256)")
+    s.set_defaults(fn=cmd_add)
+
+    s = add("delete", "delete documents by id and/or filter from the selected collection")
+    s.add_argument("ids", nargs="*")
+    s.add_argument("--filters", help="a filter as JSON")
+    s.set_defaults(fn=cmd_delete)
 
     s = add("eval", "nDCG@10, Recall@100, MRR@10 over BEIR queries and qrels")
     s.add_argument("--queries", type=Path, required=True)
