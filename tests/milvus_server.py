@@ -9,6 +9,7 @@ keeps the server from starting fails the tests (never a skip), with the reason a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -54,22 +55,25 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-@pytest.fixture(scope="session")
-def milvus_server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """http://127.0.0.1:19530 of a fresh milvus-server with its data in a temporary folder."""
+class ServerError(RuntimeError):
+    """milvus-server could not be started here; the message says why."""
+
+
+@contextlib.contextmanager
+def running_milvus_server(data: Path) -> Iterator[str]:
+    """Start milvus-server with its data under `data`; yield its uri; stop it with SIGINT."""
     binary = Path(os.environ.get("MILVUS_SERVER_BIN", DEFAULT_BIN))
     if not binary.exists():
-        pytest.fail(f"{binary} is missing: run `make milvus-server` (a venv with milvus==2.3.5)", pytrace=False)
+        raise ServerError(f"{binary} is missing: run `make milvus-server` (a venv with milvus==2.3.5)")
     others = [name for name in _interfaces() if name != "lo"]
     if others:
-        pytest.fail(
-            f"milvus-server listens on every interface and this network namespace has {others}: run these "
-            "tests inside `unshare --net --fork sh -c 'ip link set lo up && ...'` (make test does)",
-            pytrace=False,
+        raise ServerError(
+            f"milvus-server listens on every interface and this network namespace has {others}: run it "
+            "inside `unshare --net --fork sh -c 'ip link set lo up && ...'` (make test does)"
         )
     if _healthy():
-        pytest.fail("something already answers on 127.0.0.1:9091; stop it first", pytrace=False)
-    data = tmp_path_factory.mktemp("milvus-server")
+        raise ServerError("something already answers on 127.0.0.1:9091; stop it first")
+    data.mkdir(parents=True, exist_ok=True)
     log = data / "server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -80,10 +84,24 @@ def milvus_server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         deadline = time.monotonic() + START_TIMEOUT_S
         while not _healthy():
             if proc.poll() is not None:
-                pytest.fail(f"milvus-server exited with {proc.returncode}:\n{_tail(log)}", pytrace=False)
+                raise ServerError(f"milvus-server exited with {proc.returncode}:\n{_tail(log)}")
             if time.monotonic() > deadline:
-                pytest.fail(f"milvus-server not healthy after {START_TIMEOUT_S} s:\n{_tail(log)}", pytrace=False)
+                raise ServerError(f"milvus-server not healthy after {START_TIMEOUT_S} s:\n{_tail(log)}")
             time.sleep(0.5)
         yield f"http://127.0.0.1:{PROXY_PORT}"
     finally:
         _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def milvus_server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """http://127.0.0.1:19530 of a fresh milvus-server with its data in a temporary folder."""
+    try:
+        server = running_milvus_server(tmp_path_factory.mktemp("milvus-server"))
+        uri = server.__enter__()
+    except ServerError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield uri
+    finally:
+        server.__exit__(None, None, None)
