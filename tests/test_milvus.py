@@ -19,6 +19,7 @@ from milvus_server import milvus_server_uri  # noqa: F401  (the session fixture)
 from retriever.errors import IndexMismatchError, InvalidInputError, MissingDependencyError
 from retriever.indexes.milvus import (
     MilvusFields,
+    MilvusError,
     MilvusLiteLockedError,
     MilvusStore,
     list_collections,
@@ -207,3 +208,42 @@ def test_missing_pymilvus_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setitem(sys.modules, "pymilvus", None)
     with pytest.raises(MissingDependencyError, match=r"mcp-retriever\[milvus\]"):
         MilvusStore(str(tmp_path / "m.db"), None, "c")
+
+
+def test_unreachable_server_is_a_clear_error_without_secrets() -> None:
+    with pytest.raises(MilvusError, match=r"cannot connect to Milvus at http://127.0.0.1:9\b") as caught:
+        MilvusStore("http://user:secret@127.0.0.1:9", "token-secret", "c")
+    assert "secret" not in str(caught.value)
+
+
+META = [
+    {"year": 2019, "tag": "a", "n": {"x": 1}},
+    {"year": 2020, "tag": "b", "n": {"x": 2}},
+    {"year": 2021, "tag": "a"},
+    {"year": 2022, "tag": 'c"q'},
+    {"tag": "a"},
+    {"year": None, "tag": "b"},
+]
+
+
+# Expressions that mean the same on Lite 3.2.2 and the 2.3.5 server. Lite refuses `in` on a
+# JSON path and treats a missing or null key as unknown under `!=` and `not`, where the server
+# counts it as different: a portable "not equal" is `(f != v or not (exists f))`, and `in` is
+# a chain of `==` joined by `or`.
+@pytest.mark.parametrize(
+    "expr, expected",
+    [
+        pytest.param('metadata["year"] >= 2020', {1, 2, 3}, id="range"),
+        pytest.param('metadata["year"] == 2019 or metadata["year"] == 2021', {0, 2}, id="in-as-or"),
+        pytest.param('metadata["year"] != 2019 or not (exists metadata["year"])', {1, 2, 3, 4, 5}, id="ne-missing"),
+        pytest.param('metadata["tag"] == "c\\"q"', {3}, id="escaped-quote"),
+        pytest.param('metadata["n"]["x"] == 2', {1}, id="nested"),
+        pytest.param('metadata["year"] > 2019 and metadata["tag"] != "b"', {2, 3}, id="and"),
+        pytest.param('id in ["d1", "d2"]', {1, 2}, id="ids"),
+    ],
+)
+def test_portable_expressions(store: MilvusStore, expr: str, expected: set[int]) -> None:
+    ids, vectors, texts, _ = rows(len(META))
+    store.upsert(ids, vectors, texts, META)
+    assert store.count(expr) == len(expected)
+    assert {h[0] for h in store.search(vectors[:1], k=10, expr=expr)[0]} == {f"d{i}" for i in expected}

