@@ -247,3 +247,22 @@ def test_portable_expressions(store: MilvusStore, expr: str, expected: set[int])
     store.upsert(ids, vectors, texts, META)
     assert store.count(expr) == len(expected)
     assert {h[0] for h in store.search(vectors[:1], k=10, expr=expr)[0]} == {f"d{i}" for i in expected}
+
+
+def test_another_client_with_strong_reads_sees_writes_at_once(store: MilvusStore) -> None:
+    reader = MilvusStore(store.uri, None, store.collection, read_consistency="Strong")
+    try:
+        assert reader.count() == 0
+        ids, vectors, texts, metas = rows(5)
+        store.upsert(ids, vectors, texts, metas)
+        assert reader.count() == 5
+        store.delete(ids=["d0"])
+        assert reader.count() == 4
+        assert reader.search(vectors[:1], k=1)[0][0][0] != "d0"
+    finally:
+        reader.close()
+
+
+def test_read_consistency_is_validated(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="read_consistency must be one of"):
+        MilvusStore(str(tmp_path / "m.db"), None, "c", read_consistency="strong-ish")

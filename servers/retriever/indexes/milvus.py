@@ -5,8 +5,13 @@ Lite (`uri` a local path ending in `.db`, embedded, one process per database fol
 server (`uri` = `http://host:port`, standalone or a cluster). Tested with pymilvus 3.0.2 against
 milvus-lite 3.2.2 and against the Milvus 2.3.5 standalone server.
 
-Reads (search, query, count, get) ask for Strong consistency: a Milvus server defaults to
-Bounded, which can miss a write made a moment before. Scores are what Milvus returns for the
+Reads see this store's own writes: the first read (search, query, count, get) after an upsert,
+delete or create asks for Strong consistency (a Milvus server defaults to Bounded, which can miss
+a write made a moment before); later reads use `read_consistency`, Bounded by default, because a
+Strong read waits for the server's next time tick (about 400 ms a query on the 2.3.5 server
+against 4 ms Bounded, bench/RESULTS.md). Bounded still lags writes made by *other* clients by up
+to the server's graceful time (seconds): pass read_consistency="Strong" where another process
+writes the same collection. Scores are what Milvus returns for the
 metric: IP and COSINE are similarities, L2 a distance; results are best first either way.
 
 Texts and ids longer than `text_max_length` / `id_max_length` (UTF-8 bytes, Milvus's VARCHAR
@@ -18,6 +23,14 @@ Lite and a `delete_count` on the server (we count the matching rows first, so bo
 that existed); a schema description survives on the server only (we store `info` as a
 collection property, which both keep). A server older than 2.3 lacks upsert and count(*): it
 is refused at connect with a message that says so.
+
+Boolean expressions differ too (tests/test_milvus.py::test_portable_expressions runs the
+portable forms on both): Lite 3.2.2 refuses `in` / `not in` on a JSON path (`metadata["k"] in
+[1, 2]`: "left side of 'in' must be a field reference"; write `==` joined by `or`), and treats a
+missing or null JSON key as unknown, so `metadata["k"] != v` and `not (metadata["k"] == v)` skip
+rows without the key, where the 2.3.5 server keeps them; `(metadata["k"] != v or not (exists
+metadata["k"]))` means the same on both. `exists` on a null value: true on the server, false on
+Lite. Neither parses `null` literals.
 """
 
 from __future__ import annotations
@@ -43,6 +56,7 @@ INFO_PROPERTY = "mcp_retriever.info"
 FORMAT_VERSION = 1
 MAX_TOP_K = 16384  # Milvus's limit on `limit` for a search
 STRONG = "Strong"
+CONSISTENCY_LEVELS = ("Strong", "Bounded", "Session", "Eventually")
 
 Hit = tuple[str, float, str, dict[str, Any]]
 
@@ -176,8 +190,14 @@ class MilvusStore:
         index_params: dict[str, Any] | None = None,
         search_params: dict[str, Any] | None = None,
         chunk: int = 1000,
+        read_consistency: str = "Bounded",
     ) -> None:
         self.collection = validate_collection_name(collection)
+        if read_consistency not in CONSISTENCY_LEVELS:
+            raise InvalidInputError(f"read_consistency must be one of {CONSISTENCY_LEVELS}, got {read_consistency!r}")
+        self.read_consistency = read_consistency
+        # writes made / writes a finished Strong read has seen: reads are Strong until they match
+        self._writes, self._seen = 1, 0
         if chunk < 1:
             raise InvalidInputError(f"index_chunk_size must be >= 1, got {chunk}")
         self.uri = uri
@@ -233,6 +253,7 @@ class MilvusStore:
         index.add_index(field_name=f.vector, **params)
         self._call("create_collection", self._client.create_collection, self.collection, schema=schema,
                    consistency_level=STRONG)
+        self._writes += 1
         # sync=False: waiting for the index asks for AllocTimestamp, which Milvus Lite does not
         # implement (it logs an error); the collection is empty, and load waits for the index anyway
         self._call("create_index", self._client.create_index, self.collection, index, sync=False)
@@ -279,6 +300,7 @@ class MilvusStore:
                 for i, v, t, m in zip(ids[part], vectors[part], texts[part], metadatas[part], strict=True)
             ]
             self._call("upsert", self._client.upsert, self.collection, rows)
+            self._writes += 1
         return len(ids)
 
     def _check_rows(self, ids: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
@@ -316,19 +338,21 @@ class MilvusStore:
             found = sum(self.count(self._ids_expr(ids[part])) for part in _chunks(len(ids), self.chunk))
             for part in _chunks(len(ids), self.chunk) if found else ():
                 self._call("delete", self._client.delete, self.collection, ids=ids[part])
+                self._writes += 1
             return found
         if not expr or not expr.strip():
             raise InvalidInputError("delete with an empty expression would delete everything; use drop()")
         found = self.count(expr)
         if found:
             self._call("delete", self._client.delete, self.collection, filter=expr)
+            self._writes += 1
         return found
 
     # -- reads -------------------------------------------------------------------------------
 
     def count(self, expr: str | None = None) -> int:
-        rows = self._call("count", self._client.query, self.collection, filter=expr or "",
-                          output_fields=["count(*)"], consistency_level=STRONG)
+        rows = self._read("count", self._client.query, self.collection, filter=expr or "",
+                          output_fields=["count(*)"])
         return int(rows[0]["count(*)"])
 
     def get(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -336,8 +360,8 @@ class MilvusStore:
         out: dict[str, tuple[str, dict[str, Any]]] = {}
         ids = list(ids)
         for part in _chunks(len(ids), self.chunk):
-            rows = self._call("query", self._client.query, self.collection, ids=list(ids[part]),
-                              output_fields=[f.id, f.text, f.metadata], consistency_level=STRONG)
+            rows = self._read("query", self._client.query, self.collection, ids=list(ids[part]),
+                              output_fields=[f.id, f.text, f.metadata])
             for row in rows:
                 out[row[f.id]] = (row[f.text], row[f.metadata] or {})
         return out
@@ -352,10 +376,9 @@ class MilvusStore:
         if len(vectors) == 0:
             return []
         f = self.fields
-        results = self._call(
+        results = self._read(
             "search", self._client.search, self.collection, data=list(vectors), limit=k, filter=expr or "",
             output_fields=[f.text, f.metadata], search_params=self.search_params, anns_field=f.vector,
-            consistency_level=STRONG,
         )
         # Lite keys a hit's id by the primary field's name; the 2.3.5 server's reply names no
         # primary field, so pymilvus keys it "id"
@@ -369,6 +392,15 @@ class MilvusStore:
 
     def _ids_expr(self, ids: Sequence[str]) -> str:
         return f"{self.fields.id} in {json.dumps(list(ids), ensure_ascii=False)}"
+
+    def _read(self, op: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A read: Strong while a write of this store may be unseen, else read_consistency."""
+        writes = self._writes
+        if self._seen >= writes:
+            return self._call(op, fn, *args, consistency_level=self.read_consistency, **kwargs)
+        out = self._call(op, fn, *args, consistency_level=STRONG, **kwargs)
+        self._seen = max(self._seen, writes)
+        return out
 
     def _call(self, op: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
