@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from milvus_server import milvus_server_uri  # noqa: F401  (the session fixture)
 from retriever.errors import IndexMismatchError, InvalidInputError, MissingDependencyError
 from retriever.indexes.milvus import (
     MilvusFields,

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from milvus_server import milvus_server_uri  # noqa: F401  (the session fixture)
 from retriever.indexes.milvus import MilvusStore
 
 ROOT = Path(__file__).resolve().parents[1]
