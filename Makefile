@@ -7,7 +7,7 @@ SCIFACT := --set corpus_path=data/scifact/corpus.jsonl \
 	--set index_backend_configs.faiss.index_path=index/scifact/faiss \
 	--set backend_configs.bm25.save_path=index/scifact/bm25
 
-.PHONY: setup demo test test-fast eval-scifact tune-hybrid bench clean
+.PHONY: setup demo test test-fast eval-scifact tune-hybrid bench clean milvus-server
 
 $(BIN)/retriever: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,11 +21,24 @@ setup: $(BIN)/retriever
 demo: setup
 	$(BIN)/python scripts/demo.py --config parameter.yaml
 
-test: setup
-	$(BIN)/python -m pytest -q
+# The Milvus 2.3.5 standalone server (PyPI `milvus`, no dependencies) lives in its own venv. Its
+# tests run in a private network namespace (it listens on every interface): see tests/milvus_server.py.
+MILVUS_VENV := .cache/milvus-venv
+NETNS := unshare --net --fork sh -c
+
+$(MILVUS_VENV)/bin/milvus-server:
+	test -x $(MILVUS_VENV)/bin/python || $(PY) -m venv $(MILVUS_VENV)
+	$(MILVUS_VENV)/bin/pip install --quiet milvus==2.3.5
+	touch $@
+
+milvus-server: $(MILVUS_VENV)/bin/milvus-server
+
+test: setup milvus-server
+	$(BIN)/python -m pytest -q -m "not milvus_server"
+	$(NETNS) 'ip link set lo up && exec $(BIN)/python -m pytest -q -m milvus_server'
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow and not milvus_server"
 
 eval-scifact: setup
 	$(BIN)/retriever index $(SCIFACT)

@@ -1,0 +1,413 @@
+"""A Milvus collection as a document store: ids, vectors, texts and JSON metadata.
+
+One `MilvusStore` per collection, over pymilvus's `MilvusClient`. The same code serves Milvus
+Lite (`uri` a local path ending in `.db`, embedded, one process per database folder) and a Milvus
+server (`uri` = `http://host:port`, standalone or a cluster). Tested with pymilvus 3.0.2 against
+milvus-lite 3.2.2 and against the Milvus 2.3.5 standalone server.
+
+Reads see this store's own writes: the first read (search, query, count, get) after an upsert,
+delete or create asks for Strong consistency (a Milvus server defaults to Bounded, which can miss
+a write made a moment before); later reads use `read_consistency`, Bounded by default, because a
+Strong read waits for the server's next time tick (about 400 ms a query on the 2.3.5 server
+against 4 ms Bounded, bench/RESULTS.md). Bounded still lags writes made by *other* clients by up
+to the server's graceful time (seconds): pass read_consistency="Strong" where another process
+writes the same collection. Scores are what Milvus returns for the
+metric: IP and COSINE are similarities, L2 a distance; results are best first either way.
+
+Texts and ids longer than `text_max_length` / `id_max_length` (UTF-8 bytes, Milvus's VARCHAR
+limit) are refused before anything is written, with an error that names the id: truncating a
+passage silently would change what the retriever returns.
+
+Lite and the 2.3.5 server differ in ways this module hides: `delete` returns a list of ids on
+Lite and a `delete_count` on the server (we count the matching rows first, so both report rows
+that existed); a schema description survives on the server only (we store `info` as a
+collection property, which both keep). A server older than 2.3 lacks upsert and count(*): it
+is refused at connect with a message that says so.
+
+Boolean expressions differ too (tests/test_milvus.py::test_portable_expressions runs the
+portable forms on both): Lite 3.2.2 refuses `in` / `not in` on a JSON path (`metadata["k"] in
+[1, 2]`: "left side of 'in' must be a field reference"; write `==` joined by `or`), and treats a
+missing or null JSON key as unknown, so `metadata["k"] != v` and `not (metadata["k"] == v)` skip
+rows without the key, where the 2.3.5 server keeps them; `(metadata["k"] != v or not (exists
+metadata["k"]))` means the same on both. `exists` on a null value: true on the server, false on
+Lite. Neither parses `null` literals.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from ..errors import IndexMismatchError, InvalidInputError, MissingDependencyError, RetrieverError
+
+log = logging.getLogger(__name__)
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_]{1,255}")
+INFO_PROPERTY = "mcp_retriever.info"
+FORMAT_VERSION = 1
+MAX_TOP_K = 16384  # Milvus's limit on `limit` for a search
+STRONG = "Strong"
+CONSISTENCY_LEVELS = ("Strong", "Bounded", "Session", "Eventually")
+
+Hit = tuple[str, float, str, dict[str, Any]]
+
+
+class MilvusError(RetrieverError):
+    """A Milvus call failed; the message names the operation, collection and server."""
+
+
+class MilvusLiteLockedError(MilvusError):
+    """Another process has the Milvus Lite database folder open."""
+
+
+class MilvusVersionError(MilvusError):
+    """The Milvus server is too old for a feature this store needs."""
+
+
+@dataclass(frozen=True)
+class MilvusFields:
+    """Field names and VARCHAR limits of a collection's schema."""
+
+    id: str = "id"
+    vector: str = "vector"
+    text: str = "contents"
+    metadata: str = "metadata"
+    id_max_length: int = 256
+    text_max_length: int = 65535
+
+
+def validate_collection_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise InvalidInputError(
+            f"invalid collection name {name!r}: use 1 to 255 characters from letters, digits and _"
+        )
+    return name
+
+
+def _pymilvus():
+    try:
+        import pymilvus
+    except ImportError as e:
+        raise MissingDependencyError("pymilvus", "mcp-retriever[milvus]") from e
+    return pymilvus
+
+
+def _is_lite(uri: str) -> bool:
+    return not re.match(r"^[a-z]+://", uri)
+
+
+def _display(uri: str) -> str:
+    """The uri without user:password@, for messages."""
+    if _is_lite(uri):
+        return uri
+    parts = urlsplit(uri)
+    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+
+
+def _lite_locked(path: str) -> bool:
+    """True when another process holds Milvus Lite's lock on the database folder."""
+    lock = Path(path) / "LOCK"
+    if not lock.exists():
+        return False
+    import fcntl
+
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def connect(uri: str, token: str | None) -> Any:
+    """A MilvusClient for `uri`; a Lite folder held by another process is a clear error."""
+    pymilvus = _pymilvus()
+    if _is_lite(uri):
+        if not uri.endswith(".db"):
+            raise InvalidInputError(
+                f"milvus uri {uri!r}: use a local path ending in .db (Milvus Lite) or http://host:port (a server)"
+            )
+        uri = os.path.abspath(uri)
+        Path(uri).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        client = pymilvus.MilvusClient(uri=uri, token=token or "")
+    except Exception as e:
+        if _is_lite(uri) and _lite_locked(uri):
+            raise MilvusLiteLockedError(
+                f"the Milvus Lite database {uri} is open in another process; Milvus Lite allows one "
+                "process per database: stop the other process, use another uri, or run a Milvus server"
+            ) from e
+        raise MilvusError(f"cannot connect to Milvus at {_display(uri)}: {e}") from e
+    _check_version(client, uri)
+    return client
+
+
+def _check_version(client: Any, uri: str) -> None:
+    version = str(client.get_server_version())
+    found = re.match(r"v(\d+)\.(\d+)", version)  # a server says v2.3.5; Lite says milvus_lite-3.2.2
+    if found and (int(found[1]), int(found[2])) < (2, 3):
+        raise MilvusVersionError(
+            f"the Milvus server at {_display(uri)} is {version}: upsert and count(*) need Milvus 2.3 or newer"
+        )
+
+
+def list_collections(uri: str, token: str | None = None) -> list[str]:
+    client = connect(uri, token)
+    try:
+        return sorted(client.list_collections())
+    finally:
+        client.close()
+
+
+def _chunks(n: int, size: int) -> Iterator[slice]:
+    for start in range(0, n, size):
+        yield slice(start, min(n, start + size))
+
+
+class MilvusStore:
+    """One Milvus collection: create, upsert, delete, search, count, get, info, drop."""
+
+    def __init__(
+        self,
+        uri: str,
+        token: str | None,
+        collection: str,
+        fields: MilvusFields = MilvusFields(),
+        metric_type: str = "IP",
+        index_params: dict[str, Any] | None = None,
+        search_params: dict[str, Any] | None = None,
+        chunk: int = 1000,
+        read_consistency: str = "Bounded",
+    ) -> None:
+        self.collection = validate_collection_name(collection)
+        if read_consistency not in CONSISTENCY_LEVELS:
+            raise InvalidInputError(f"read_consistency must be one of {CONSISTENCY_LEVELS}, got {read_consistency!r}")
+        self.read_consistency = read_consistency
+        # writes made / writes a finished Strong read has seen: reads are Strong until they match
+        self._writes, self._seen = 1, 0
+        if chunk < 1:
+            raise InvalidInputError(f"index_chunk_size must be >= 1, got {chunk}")
+        self.uri = uri
+        self.fields = fields
+        self.metric_type = metric_type
+        self.index_params = dict(index_params or {"index_type": "FLAT", "params": {}})
+        self.index_params.setdefault("metric_type", metric_type)
+        self.search_params = dict(search_params or {})
+        self.search_params.setdefault("metric_type", self.index_params["metric_type"])
+        self.chunk = chunk
+        self._client = connect(uri, token)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> MilvusStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def exists(self) -> bool:
+        return bool(self._call("has_collection", self._client.has_collection, self.collection))
+
+    def create(self, dimension: int, info: dict[str, Any]) -> None:
+        """Create the collection if missing (schema, index, load) and store `info` with it.
+
+        An existing collection of another dimension is refused.
+        """
+        if dimension < 1:
+            raise InvalidInputError(f"dimension must be >= 1, got {dimension}")
+        if self.exists():
+            found = self.dimension()
+            if found != dimension:
+                raise IndexMismatchError(
+                    f"Milvus collection {self.collection!r} holds {found}-dimensional vectors, not {dimension}; "
+                    "use another collection name or drop this one"
+                )
+            if self.info() is None:
+                self._set_info(dimension, info)
+            return
+        pymilvus = _pymilvus()
+        f = self.fields
+        schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field(f.id, pymilvus.DataType.VARCHAR, is_primary=True, max_length=f.id_max_length)
+        schema.add_field(f.vector, pymilvus.DataType.FLOAT_VECTOR, dim=dimension)
+        schema.add_field(f.text, pymilvus.DataType.VARCHAR, max_length=f.text_max_length)
+        schema.add_field(f.metadata, pymilvus.DataType.JSON)
+        index = self._client.prepare_index_params()
+        params = dict(self.index_params)
+        index.add_index(field_name=f.vector, **params)
+        self._call("create_collection", self._client.create_collection, self.collection, schema=schema,
+                   consistency_level=STRONG)
+        self._writes += 1
+        # sync=False: waiting for the index asks for AllocTimestamp, which Milvus Lite does not
+        # implement (it logs an error); the collection is empty, and load waits for the index anyway
+        self._call("create_index", self._client.create_index, self.collection, index, sync=False)
+        self._call("load_collection", self._client.load_collection, self.collection)
+        self._set_info(dimension, info)
+
+    def _set_info(self, dimension: int, info: dict[str, Any]) -> None:
+        payload = {**info, "dimension": dimension, "format_version": FORMAT_VERSION}
+        self._call("alter_collection_properties", self._client.alter_collection_properties, self.collection,
+                   properties={INFO_PROPERTY: json.dumps(payload, sort_keys=True)})
+
+    def info(self) -> dict[str, Any] | None:
+        """What `create` stored (model, dimension, format version), or None when nothing was."""
+        desc = self._call("describe_collection", self._client.describe_collection, self.collection)
+        raw = (desc.get("properties") or {}).get(INFO_PROPERTY)
+        return json.loads(raw) if raw else None
+
+    def dimension(self) -> int:
+        desc = self._call("describe_collection", self._client.describe_collection, self.collection)
+        for field in desc["fields"]:
+            if field["name"] == self.fields.vector:
+                return int(field["params"]["dim"])
+        raise IndexMismatchError(
+            f"Milvus collection {self.collection!r} has no vector field {self.fields.vector!r}; "
+            "check vector_field_name"
+        )
+
+    def drop(self) -> None:
+        self._call("drop_collection", self._client.drop_collection, self.collection)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def upsert(
+        self, ids: Sequence[str], vectors: np.ndarray, texts: Sequence[str], metadatas: Sequence[dict[str, Any]]
+    ) -> int:
+        """Insert or replace rows by id, `chunk` rows per call. Returns the number of rows written."""
+        ids, texts, metadatas = list(ids), list(texts), list(metadatas)
+        self._check_rows(ids, vectors, texts, metadatas)
+        f = self.fields
+        vectors = np.asarray(vectors, dtype=np.float32)
+        for part in _chunks(len(ids), self.chunk):
+            rows = [
+                {f.id: i, f.vector: v, f.text: t, f.metadata: m}
+                for i, v, t, m in zip(ids[part], vectors[part], texts[part], metadatas[part], strict=True)
+            ]
+            self._call("upsert", self._client.upsert, self.collection, rows)
+            self._writes += 1
+        return len(ids)
+
+    def _check_rows(self, ids: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
+                    metadatas: Sequence[dict[str, Any]]) -> None:
+        n = len(ids)
+        if getattr(vectors, "ndim", 0) != 2 or len(vectors) != n or len(texts) != n or len(metadatas) != n:
+            raise InvalidInputError(
+                f"upsert needs as many vectors (2-D), texts and metadatas as ids: {n} ids, "
+                f"{len(vectors)} vectors, {len(texts)} texts, {len(metadatas)} metadatas"
+            )
+        if len(set(ids)) != n:
+            dup = next(i for i in ids if list(ids).count(i) > 1)
+            raise InvalidInputError(f"upsert got the id {dup!r} twice in one call; pass each id once")
+        f = self.fields
+        for i, text, meta in zip(ids, texts, metadatas, strict=True):
+            if not isinstance(i, str) or not i or len(i.encode()) > f.id_max_length:
+                raise InvalidInputError(
+                    f"id {i!r}: ids must be non-empty strings of at most id_max_length={f.id_max_length} bytes"
+                )
+            if not isinstance(text, str) or len(text.encode()) > f.text_max_length:
+                size = len(text.encode()) if isinstance(text, str) else type(text).__name__
+                raise InvalidInputError(
+                    f"document {i!r}: text of {size} bytes exceeds text_max_length={f.text_max_length}; "
+                    "raise text_max_length (at most 65535) or split the document"
+                )
+            if not isinstance(meta, dict):
+                raise InvalidInputError(f"document {i!r}: metadata must be a dict, got {type(meta).__name__}")
+
+    def delete(self, ids: Sequence[str] | None = None, expr: str | None = None) -> int:
+        """Delete rows by id or by a Milvus boolean expression; returns how many existed."""
+        if (ids is None) == (expr is None):
+            raise InvalidInputError("delete needs exactly one of ids or expr")
+        if ids is not None:
+            ids = list(ids)
+            found = sum(self.count(self._ids_expr(ids[part])) for part in _chunks(len(ids), self.chunk))
+            for part in _chunks(len(ids), self.chunk) if found else ():
+                self._call("delete", self._client.delete, self.collection, ids=ids[part])
+                self._writes += 1
+            return found
+        if not expr or not expr.strip():
+            raise InvalidInputError("delete with an empty expression would delete everything; use drop()")
+        found = self.count(expr)
+        if found:
+            self._call("delete", self._client.delete, self.collection, filter=expr)
+            self._writes += 1
+        return found
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def count(self, expr: str | None = None) -> int:
+        rows = self._read("count", self._client.query, self.collection, filter=expr or "",
+                          output_fields=["count(*)"])
+        return int(rows[0]["count(*)"])
+
+    def get(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        f = self.fields
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
+        ids = list(ids)
+        for part in _chunks(len(ids), self.chunk):
+            rows = self._read("query", self._client.query, self.collection, ids=list(ids[part]),
+                              output_fields=[f.id, f.text, f.metadata])
+            for row in rows:
+                out[row[f.id]] = (row[f.text], row[f.metadata] or {})
+        return out
+
+    def search(self, vectors: np.ndarray, k: int, expr: str | None = None) -> list[list[Hit]]:
+        """Top `k` per query vector, best first: (id, score, text, metadata)."""
+        if not 1 <= k <= MAX_TOP_K:
+            raise InvalidInputError(f"top_k must be between 1 and {MAX_TOP_K} for Milvus, got {k}")
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2:
+            raise InvalidInputError(f"search needs a 2-D array of query vectors, got shape {vectors.shape}")
+        if len(vectors) == 0:
+            return []
+        f = self.fields
+        results = self._read(
+            "search", self._client.search, self.collection, data=list(vectors), limit=k, filter=expr or "",
+            output_fields=[f.text, f.metadata], search_params=self.search_params, anns_field=f.vector,
+        )
+        # Lite keys a hit's id by the primary field's name; the 2.3.5 server's reply names no
+        # primary field, so pymilvus keys it "id"
+        return [
+            [(hit[f.id] if f.id in hit else hit["id"], float(hit["distance"]), hit["entity"][f.text], hit["entity"][f.metadata] or {})
+             for hit in hits]
+            for hits in results
+        ]
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _ids_expr(self, ids: Sequence[str]) -> str:
+        return f"{self.fields.id} in {json.dumps(list(ids), ensure_ascii=False)}"
+
+    def _read(self, op: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A read: Strong while a write of this store may be unseen, else read_consistency."""
+        writes = self._writes
+        if self._seen >= writes:
+            return self._call(op, fn, *args, consistency_level=self.read_consistency, **kwargs)
+        out = self._call(op, fn, *args, consistency_level=STRONG, **kwargs)
+        self._seen = max(self._seen, writes)
+        return out
+
+    def _call(self, op: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RetrieverError:
+            raise
+        except Exception as e:
+            raise MilvusError(
+                f"Milvus {op} on collection {self.collection!r} at {_display(self.uri)} failed: {e}"
+            ) from e

@@ -1,0 +1,56 @@
+"""The typed `index_backend_configs.milvus` section (UltraRAG's keys plus `metadata_field_name`).
+
+Kept apart from config.py so the Milvus layer can be imported and tested on its own; config.py
+imports `MilvusConfig` from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .milvus import NAME_PATTERN, MilvusFields
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class MilvusConfig(_Model):
+    """`uri`: a local path ending in `.db` is Milvus Lite; `http://host:port` is a Milvus server.
+
+    `token` is "user:password" or an API key; prefer the MILVUS_TOKEN environment variable to
+    writing it in the YAML. It never appears in logs or errors.
+    """
+
+    uri: str = "index/milvus.db"
+    token: str | None = None
+    id_field_name: str = "id"
+    vector_field_name: str = "vector"
+    text_field_name: str = "contents"
+    metadata_field_name: str = "metadata"  # an extension: the record's other fields as JSON
+    id_max_length: int = Field(256, ge=1, le=65535)
+    text_max_length: int = Field(65535, ge=1, le=65535)  # UTF-8 bytes; longer texts are refused
+    metric_type: Literal["IP", "COSINE", "L2"] = "IP"
+    index_params: dict[str, Any] | None = None  # default: exact FLAT with metric_type
+    search_params: dict[str, Any] | None = None  # e.g. {"params": {"ef": 64}} for HNSW
+    index_chunk_size: int = Field(1000, ge=1)
+    collection_name: str = "default"  # the lead may move this to the engine-level collection key
+
+    @field_validator("id_field_name", "vector_field_name", "text_field_name", "metadata_field_name")
+    @classmethod
+    def _field_name(cls, value: str) -> str:
+        if not NAME_PATTERN.fullmatch(value):
+            raise ValueError(f"{value!r} is not a valid Milvus field name: use letters, digits and _, at most 255")
+        return value
+
+    def fields(self) -> MilvusFields:
+        return MilvusFields(
+            id=self.id_field_name,
+            vector=self.vector_field_name,
+            text=self.text_field_name,
+            metadata=self.metadata_field_name,
+            id_max_length=self.id_max_length,
+            text_max_length=self.text_max_length,
+        )

@@ -1,0 +1,267 @@
+"""MilvusStore on Milvus Lite and on a real Milvus 2.3.5 server (the `milvus_server` marker).
+
+Each behaviour runs on both where it applies; the server cases need the private network
+namespace that `make test` sets up (tests/milvus_server.py).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retriever.errors import IndexMismatchError, InvalidInputError, MissingDependencyError
+from retriever.indexes.milvus import (
+    MilvusFields,
+    MilvusError,
+    MilvusLiteLockedError,
+    MilvusStore,
+    list_collections,
+    validate_collection_name,
+)
+
+BACKENDS = [
+    pytest.param("lite", id="lite"),
+    pytest.param("server", id="server", marks=pytest.mark.milvus_server),
+]
+DIM = 8
+
+
+@pytest.fixture(params=BACKENDS)
+def uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "lite":
+        return str(tmp_path / "milvus.db")
+    return request.getfixturevalue("milvus_server_uri")
+
+
+def make_store(uri: str, **kwargs) -> MilvusStore:
+    return MilvusStore(uri, None, f"t_{uuid.uuid4().hex[:12]}", **kwargs)
+
+
+@pytest.fixture
+def store(uri: str) -> Iterator[MilvusStore]:
+    s = make_store(uri)
+    s.create(DIM, {"model": "test-model"})
+    yield s
+    s.drop()
+    s.close()
+
+
+def rows(n: int, seed: int = 0, prefix: str = "d") -> tuple[list[str], np.ndarray, list[str], list[dict]]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [f"{prefix}{i}" for i in range(n)]
+    return ids, vectors, [f"text of {i}" for i in ids], [{"bucket": n % 10, "name": i} for n, i in enumerate(ids)]
+
+
+def test_round_trip(store: MilvusStore) -> None:
+    ids, vectors, texts, metas = rows(50)
+    assert store.upsert(ids, vectors, texts, metas) == 50
+    assert store.count() == 50
+    hits = store.search(vectors[:3], k=5)
+    assert [h[0][0] for h in hits] == ["d0", "d1", "d2"]  # each vector finds itself first
+    first = hits[0][0]
+    assert first[1] == pytest.approx(1.0, abs=1e-5) and first[2] == "text of d0" and first[3] == metas[0]
+    scores = [s for _, s, _, _ in hits[0]]
+    assert scores == sorted(scores, reverse=True)
+    assert store.get(["d7", "nope"]) == {"d7": ("text of d7", metas[7])}
+    assert store.delete(ids=["d1", "d2", "nope"]) == 2
+    assert store.count() == 48
+
+
+def test_reads_see_writes_at_once(store: MilvusStore) -> None:
+    ids, vectors, texts, metas = rows(20)
+    for i in range(5):  # each write is read back by the very next call
+        store.upsert(ids[i:i + 1], vectors[i:i + 1], texts[i:i + 1], metas[i:i + 1])
+        assert store.count() == i + 1
+        assert store.search(vectors[i:i + 1], k=1)[0][0][0] == ids[i]
+    store.delete(ids=["d3"])
+    assert store.count() == 4
+    assert "d3" not in [h[0] for h in store.search(vectors[3:4], k=5)[0]]
+    assert store.get(["d3"]) == {}
+
+
+def test_upsert_replaces(store: MilvusStore) -> None:
+    ids, vectors, texts, metas = rows(10)
+    store.upsert(ids, vectors, texts, metas)
+    store.upsert(["d4"], vectors[9:10], ["new text"], [{"bucket": 99}])
+    assert store.count() == 10
+    assert store.get(["d4"]) == {"d4": ("new text", {"bucket": 99})}
+    top = store.search(vectors[9:10], k=2)[0]
+    assert {h[0] for h in top} == {"d4", "d9"}  # d4 now carries d9's vector
+    assert "d4" not in [h[0] for h in store.search(vectors[4:5], k=1)[0]]
+
+
+def test_search_with_expr(store: MilvusStore) -> None:
+    ids, vectors, texts, metas = rows(100)
+    store.upsert(ids, vectors, texts, metas)
+    expr = 'metadata["bucket"] == 7'
+    hits = store.search(vectors[:4], k=20, expr=expr)
+    assert all(len(h) == 10 for h in hits)  # every match comes back, not a post-filtered short list
+    assert all(meta["bucket"] == 7 for h in hits for _, _, _, meta in h)
+    assert store.count(expr) == 10
+    assert store.delete(expr='metadata["bucket"] == 1 or metadata["bucket"] == 2') == 20
+    assert store.count() == 80
+
+
+def test_info_round_trip_and_dimension_mismatch(uri: str) -> None:
+    s = make_store(uri)
+    try:
+        s.create(DIM, {"model": "all-minilm-l6-v2"})
+        assert s.info() == {"model": "all-minilm-l6-v2", "dimension": DIM, "format_version": 1}
+        s.create(DIM, {"model": "ignored, exists"})  # idempotent
+        assert s.info()["model"] == "all-minilm-l6-v2"
+        with pytest.raises(IndexMismatchError, match=f"{DIM}-dimensional vectors, not 16"):
+            s.create(16, {"model": "other"})
+        assert s.collection in list_collections(uri)
+    finally:
+        s.drop()
+        s.close()
+    assert s.collection not in list_collections(uri)
+
+
+def test_custom_field_names(uri: str) -> None:
+    fields = MilvusFields(id="doc_id", vector="emb", text="body", metadata="meta", text_max_length=40)
+    s = make_store(uri, fields=fields)
+    try:
+        s.create(DIM, {})
+        ids, vectors, texts, metas = rows(3)
+        s.upsert(ids, vectors, texts, metas)
+        assert s.search(vectors[:1], k=1, expr='meta["bucket"] >= 0')[0][0][:3] == ("d0", pytest.approx(1, abs=1e-5),
+                                                                                    "text of d0")
+        with pytest.raises(InvalidInputError, match="document 'long'.*exceeds text_max_length=40"):
+            s.upsert(["long"], vectors[:1], ["é" * 21], [{}])  # 42 UTF-8 bytes
+        assert s.count() == 3
+    finally:
+        s.drop()
+        s.close()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("has-dash", id="dash"),
+        pytest.param("has space", id="space"),
+        pytest.param("x" * 256, id="too-long"),
+        pytest.param("名字", id="non-ascii"),
+    ],
+)
+def test_collection_name_is_validated(name: str, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="invalid collection name"):
+        MilvusStore(str(tmp_path / "m.db"), None, name)
+
+
+def test_longest_collection_name_is_accepted() -> None:
+    assert validate_collection_name("A_9" * 85) == "A_9" * 85
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        pytest.param({"ids": None, "expr": None}, "exactly one of ids or expr", id="neither"),
+        pytest.param({"expr": "  "}, "use drop", id="empty-expr"),
+    ],
+)
+def test_delete_arguments(store: MilvusStore, kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        store.delete(**kwargs)
+
+
+def test_duplicate_ids_in_one_upsert_are_refused(store: MilvusStore) -> None:
+    ids, vectors, texts, metas = rows(3)
+    with pytest.raises(InvalidInputError, match="'d1' twice"):
+        store.upsert(["d0", "d1", "d1"], vectors, texts, metas)
+    assert store.count() == 0
+
+
+HOLDER = """
+import sys, time
+from retriever.indexes.milvus import MilvusStore
+MilvusStore(sys.argv[1], None, "held")
+print("open", flush=True)
+time.sleep(120)
+"""
+
+
+def test_lite_second_process_gets_a_clear_error(tmp_path: Path) -> None:
+    db = str(tmp_path / "held.db")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, db], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(MilvusLiteLockedError, match="open in another process"):
+            MilvusStore(db, None, "held")
+    finally:
+        holder.kill()
+        holder.wait()
+    MilvusStore(db, None, "held").close()  # free again once the holder is gone
+
+
+def test_missing_pymilvus_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "pymilvus", None)
+    with pytest.raises(MissingDependencyError, match=r"mcp-retriever\[milvus\]"):
+        MilvusStore(str(tmp_path / "m.db"), None, "c")
+
+
+def test_unreachable_server_is_a_clear_error_without_secrets() -> None:
+    with pytest.raises(MilvusError, match=r"cannot connect to Milvus at http://127.0.0.1:9\b") as caught:
+        MilvusStore("http://user:secret@127.0.0.1:9", "token-secret", "c")
+    assert "secret" not in str(caught.value)
+
+
+META = [
+    {"year": 2019, "tag": "a", "n": {"x": 1}},
+    {"year": 2020, "tag": "b", "n": {"x": 2}},
+    {"year": 2021, "tag": "a"},
+    {"year": 2022, "tag": 'c"q'},
+    {"tag": "a"},
+    {"year": None, "tag": "b"},
+]
+
+
+# Expressions that mean the same on Lite 3.2.2 and the 2.3.5 server. Lite refuses `in` on a
+# JSON path and treats a missing or null key as unknown under `!=` and `not`, where the server
+# counts it as different: a portable "not equal" is `(f != v or not (exists f))`, and `in` is
+# a chain of `==` joined by `or`.
+@pytest.mark.parametrize(
+    "expr, expected",
+    [
+        pytest.param('metadata["year"] >= 2020', {1, 2, 3}, id="range"),
+        pytest.param('metadata["year"] == 2019 or metadata["year"] == 2021', {0, 2}, id="in-as-or"),
+        pytest.param('metadata["year"] != 2019 or not (exists metadata["year"])', {1, 2, 3, 4, 5}, id="ne-missing"),
+        pytest.param('metadata["tag"] == "c\\"q"', {3}, id="escaped-quote"),
+        pytest.param('metadata["n"]["x"] == 2', {1}, id="nested"),
+        pytest.param('metadata["year"] > 2019 and metadata["tag"] != "b"', {2, 3}, id="and"),
+        pytest.param('id in ["d1", "d2"]', {1, 2}, id="ids"),
+    ],
+)
+def test_portable_expressions(store: MilvusStore, expr: str, expected: set[int]) -> None:
+    ids, vectors, texts, _ = rows(len(META))
+    store.upsert(ids, vectors, texts, META)
+    assert store.count(expr) == len(expected)
+    assert {h[0] for h in store.search(vectors[:1], k=10, expr=expr)[0]} == {f"d{i}" for i in expected}
+
+
+def test_another_client_with_strong_reads_sees_writes_at_once(store: MilvusStore) -> None:
+    reader = MilvusStore(store.uri, None, store.collection, read_consistency="Strong")
+    try:
+        assert reader.count() == 0
+        ids, vectors, texts, metas = rows(5)
+        store.upsert(ids, vectors, texts, metas)
+        assert reader.count() == 5
+        store.delete(ids=["d0"])
+        assert reader.count() == 4
+        assert reader.search(vectors[:1], k=1)[0][0][0] != "d0"
+    finally:
+        reader.close()
+
+
+def test_read_consistency_is_validated(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="read_consistency must be one of"):
+        MilvusStore(str(tmp_path / "m.db"), None, "c", read_consistency="strong-ish")
