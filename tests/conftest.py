@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import yaml
 from fastmcp import Client
-
 from milvus_server import milvus_server_uri  # noqa: F401  (session fixture: the Milvus 2.3.5 server)
 from retriever import Retriever
 from retriever.config import load_config

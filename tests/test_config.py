@@ -6,11 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
+from conftest import ROOT
 from retriever.config import Config, load_config
 from retriever.errors import ConfigError
-
-from conftest import ROOT
 
 
 def write(tmp_path: Path, data: object) -> Path:

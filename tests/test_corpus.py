@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from retriever.corpus import DocStore
 from retriever.errors import CorpusError
 

@@ -7,12 +7,10 @@ import math
 from pathlib import Path
 
 import pytest
-
+from conftest import cli_json, run_cli
 from retriever.cli import parse_sets
 from retriever.errors import RetrieverError
 from retriever.evaluation import evaluate, load_qrels, mrr_at, ndcg_at, recall_at, write_trec_run
-
-from conftest import cli_json, run_cli
 
 
 def test_ndcg_matches_the_trec_eval_definition() -> None:

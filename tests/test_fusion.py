@@ -7,7 +7,6 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from retriever.fusion import SCALERS, convex, fuse, minmax, rrf
 
 

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from retriever.fusion import rrf
-
 from conftest import MCP
+from retriever.fusion import rrf
 
 Q = "How do plants turn sunlight into sugar?"
 

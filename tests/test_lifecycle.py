@@ -12,10 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from retriever.errors import IndexMismatchError, InvalidInputError
-
 from conftest import MCP, engine_for, write_project
+from retriever.errors import IndexMismatchError, InvalidInputError
 
 NEW = [
     {"id": "n1", "contents": "Quokkas are small wallabies living on Rottnest Island near Perth.", "year": 2024,

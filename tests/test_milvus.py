@@ -14,11 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from retriever.errors import IndexMismatchError, InvalidInputError, MissingDependencyError
 from retriever.indexes.milvus import (
-    MilvusFields,
     MilvusError,
+    MilvusFields,
     MilvusLiteLockedError,
     MilvusStore,
     list_collections,

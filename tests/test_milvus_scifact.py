@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from retriever.indexes.milvus import MilvusStore
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from retriever.errors import NotYetSupportedError
-
 from conftest import MCP, engine_for, write_project
+from retriever.errors import InvalidInputError, NotYetSupportedError
 
 INSTR = "Represent this question for retrieving passages: "
 
@@ -96,14 +94,17 @@ def test_bm25_backend_has_no_dense_search(tmp_path: Path) -> None:
     [
         pytest.param({"backend": "openai"}, "backend 'openai' is accepted", id="openai"),
         pytest.param({"backend": "infinity"}, "backend 'infinity' is accepted", id="infinity"),
-        pytest.param({"index_backend": "milvus"}, "index_backend 'milvus' is accepted", id="milvus"),
-        pytest.param({"is_demo": True}, "is_demo is accepted but not active", id="is-demo"),
         pytest.param({"is_multimodal": True}, "is_multimodal is accepted but not active", id="multimodal"),
     ],
 )
 def test_inactive_options_fail_clearly_at_init(project: Path, overrides: dict, message: str) -> None:
     with pytest.raises(NotYetSupportedError, match=message):
         engine_for(project).init(**overrides)
+
+
+def test_demo_mode_needs_milvus(project: Path) -> None:
+    with pytest.raises(InvalidInputError, match="is_demo keeps every document in Milvus: set index_backend: milvus"):
+        engine_for(project).init(is_demo=True)
 
 
 def test_init_arguments_override_the_yaml_for_that_session_only(project: Path, tmp_path: Path) -> None:

@@ -12,11 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from conftest import MCP, engine_for, write_project
 from retriever.errors import IndexMismatchError
 from retriever.persist import publish, read_manifest
-
-from conftest import MCP, engine_for, write_project
 
 Q = "what causes earthquakes"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, SCIFACT, cli_json
 
 pytestmark = pytest.mark.slow

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from retriever.corpus import DocStore
-
 from conftest import MCP, engine_for, write_project
+from retriever.corpus import DocStore
 
 Q = "How do plants turn sunlight into sugar?"
 

@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import BIN
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
-
-from conftest import BIN
 
 Q = "what causes earthquakes"
 

@@ -10,9 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_web import FakeProvider, hit, start, stop
-
 from conftest import MCP
+from fake_web import FakeProvider, hit, start, stop
 from retriever import Retriever
 from retriever.config import Config, validate_config
 from retriever.errors import ConfigError

@@ -14,7 +14,6 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     AfterValidator,
-    BeforeValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -22,9 +21,11 @@ from pydantic import (
     SecretStr,
     ValidationError,
     ValidationInfo,
+    field_validator,
 )
 
 from .errors import ConfigError
+from .indexes.milvus_config import MilvusConfig
 
 MINILM_ALIASES = {"", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
@@ -86,7 +87,16 @@ class FaissConfig(_Model):
 
 class IndexBackendConfigs(_Model):
     faiss: FaissConfig = FaissConfig()
-    milvus: dict[str, Any] | None = None  # not yet active
+    milvus: MilvusConfig = MilvusConfig()
+
+    @field_validator("milvus")
+    @classmethod
+    def _milvus_uri(cls, value: MilvusConfig, info: ValidationInfo) -> MilvusConfig:
+        """A Milvus Lite path resolves against the YAML's folder like every other path."""
+        base = (info.context or {}).get("base_dir")
+        if base is None or "://" in value.uri or Path(value.uri).is_absolute():
+            return value
+        return value.model_copy(update={"uri": str(Path(base) / value.uri)})
 
 
 class HybridConfig(_Model):

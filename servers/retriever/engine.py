@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from . import compute
-from .collection import ChangeLog, Collection, parse_documents
+from . import changes, compute
+from .collection import Collection, parse_documents
 from .config import Config, HybridConfig, load_config
 from .corpus import DocStore
 from .embedders import Embedder
@@ -31,6 +31,7 @@ from .errors import (
     NotYetSupportedError,
 )
 from .fanout import fanout_search
+from .filters import Filter
 from .filters import parse as parse_filter
 from .fusion import SCALERS
 from .hybrid import Fused, RowRanking, fused_rows, max_fused_score
@@ -42,9 +43,9 @@ from .session import (
     bm25_manifest,
     build_bm25,
     collection_names,
-    corpus_manifest,
     dense_manifest,
     describe,
+    describe_milvus,
     open_session,
     recorded_corpus,
     remember_corpus,
@@ -53,7 +54,7 @@ from .session import (
 from .types import Hit
 
 log = logging.getLogger(__name__)
-Allowed = np.ndarray | None  # boolean mask over rows: the candidates a filter keeps
+Allowed = tuple[np.ndarray | None, Filter | None]  # the candidates: a mask over rows (None: all), the filter
 RowRankings = tuple[Sequence[np.ndarray], Sequence[np.ndarray]]  # per query: rows best first, scores
 
 
@@ -86,8 +87,8 @@ class Retriever:
             cfg = self.base_config.with_overrides(overrides, self.base_dir)
             if overrides.get("corpus_path") is None:
                 cfg = recorded_corpus(cfg)
-            if cfg.is_demo:
-                raise NotYetSupportedError("is_demo is accepted but not active in this release; set is_demo: false")
+            if cfg.is_demo and cfg.index_backend != "milvus":
+                raise InvalidInputError("is_demo keeps every document in Milvus: set index_backend: milvus")
             if cfg.is_multimodal:
                 raise NotYetSupportedError("is_multimodal is accepted but not active in this release")
             index_backend(cfg)  # fail early on an inactive index backend
@@ -157,6 +158,12 @@ class Retriever:
         """Build the vector index from the embedding file and publish it atomically."""
         with self._write_lock:
             s, embedder = self._need_embedder("retriever_index")
+            if s.config.index_backend == "milvus":
+                vectors = None if s.config.is_demo else open_embeddings(
+                    self._path(embedding_path, s.config.paths().embedding),
+                    dense_manifest(_need_corpus(s, "retriever_index"), embedder))
+                self.session, report = changes.index_milvus(s, embedder, vectors, pick(overwrite, s.config.overwrite))
+                return report
             fcfg = s.config.index_backend_configs.faiss
             folder = self._path(index_path, s.config.paths().faiss)
             _need_corpus(s, "retriever_index")
@@ -178,7 +185,7 @@ class Retriever:
         if s.dense is None:
             raise IndexMissingError("no dense index is loaded; call retriever_embed then retriever_index")
         vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
-        return s.dense.search(vectors, k, allowed)
+        return s.dense.search(vectors, k, *allowed)
 
     def _dense_scaler(self, s: Session) -> Callable[[float], float]:
         normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
@@ -192,9 +199,25 @@ class Retriever:
         `filters` (see filters.py) limits the candidates before the top k is taken."""
         s, embedder = self._need_embedder("retriever_search")
         queries = as_queries(query_list)
+        if s.config.is_demo:
+            return self._demo_search(s, embedder, queries, top_k, query_instruction, score_threshold, scale_score,
+                                     filters)
         rows, scores = self._dense_rows(s, embedder, queries, check_top_k(pick(top_k, s.config.top_k)),
                                         query_instruction, _allowed(s, filters))
         return build_hits(s.store, rows, scores, self._dense_scaler(s) if scale_score else None, score_threshold)
+
+    def _demo_search(self, s: Session, embedder: Embedder, queries: list[str], top_k: int | None,
+                     query_instruction: str | None, threshold: float | None, scale_score: bool,
+                     filters: dict[str, Any] | None) -> list[list[Hit]]:
+        """Demo mode: hits straight from Milvus, with the text and metadata it stored."""
+        if s.dense is None:
+            raise IndexMissingError("the Milvus collection does not exist yet; call retriever_index or retriever_add")
+        vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
+        f = None if filters is None else parse_filter(filters)
+        found = s.dense.search_hits(vectors, check_top_k(pick(top_k, s.config.top_k)), f)  # type: ignore[attr-defined]
+        scale = self._dense_scaler(s) if scale_score else None
+        return [[replace(h, score=scale(h.score)) if scale else h for h in hits
+                 if threshold is None or (scale(h.score) if scale else h.score) >= threshold] for hits in found]
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None, score_threshold: float | None = None,
@@ -209,6 +232,9 @@ class Retriever:
     def bm25_index(self, overwrite: bool | None = None, progress: bool = True) -> dict[str, Any]:
         with self._write_lock:
             s = self.need("bm25_index")
+            if s.config.is_demo:
+                raise NotYetSupportedError("demo mode keeps the documents only in Milvus; BM25 and hybrid search "
+                                           "need a corpus here: set is_demo: false")
             folder = s.config.paths().bm25
             if read_manifest(folder) is not None and not pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"a BM25 index exists at {folder}; pass overwrite=true to rebuild it")
@@ -225,7 +251,7 @@ class Retriever:
     def _bm25_rows(self, s: Session, queries: list[str], k: int, allowed: Allowed) -> RowRankings:
         if s.bm25 is None:
             raise IndexMissingError("no BM25 index is loaded; call bm25_index")
-        return s.bm25.search(queries, k, allowed)
+        return s.bm25.search(queries, k, allowed[0])
 
     def bm25_search(self, query_list: str | Sequence[str], top_k: int | None = None,
                     score_threshold: float | None = None, scale_score: bool = False,
@@ -239,16 +265,12 @@ class Retriever:
     # ---- documents: add (upsert) and delete ----------------------------------------------------
 
     def add(self, documents: list[dict[str, Any]], progress: bool = False) -> dict[str, Any]:
-        """Add documents (an id that exists is replaced), embedded with the session's model; the
-        change log is published atomically, then the indexes follow (see collection.py)."""
+        """Add documents (an id that exists is replaced), embedded with the session's model and
+        searchable at once (see changes.py)."""
         with self._write_lock:
             s = self.need("retriever_add")
-            docs = parse_documents(documents)
-            vectors = s.embedder.encode_passages([d.text for d in docs]) if s.embedder is not None else None
-            replaced = sum(d.id in s.store.row_of for d in docs)
-            model = s.embedder.model_id if s.embedder is not None else None
-            self._commit(s, s.store.with_added(docs, vectors, model), progress)
-            return {"added": len(docs) - replaced, "replaced": replaced, "documents": len(self.session.store)}
+            self.session, report = changes.add(s, parse_documents(documents), progress)
+            return report
 
     def delete(self, ids: Sequence[str] | None = None, filters: dict[str, Any] | None = None,
                progress: bool = False) -> dict[str, Any]:
@@ -257,35 +279,15 @@ class Retriever:
             s = self.need("retriever_delete")
             if ids is None and filters is None:
                 raise InvalidInputError("retriever_delete needs ids, filters or both")
-            ids = as_queries(ids, "ids") if ids is not None else []
-            rows = {s.store.row_of[i] for i in ids if i in s.store.row_of}
-            if filters is not None:
-                rows.update(np.flatnonzero(s.store.mask(parse_filter(filters))).tolist())
-            if rows:
-                self._commit(s, s.store.with_deleted(rows), progress)
-            return {"deleted": len(rows), "not_found": [i for i in ids if i not in s.store.row_of],
-                    "documents": len(self.session.store)}
-
-    def _commit(self, s: Session, changes: ChangeLog, progress: bool) -> None:
-        """Publish the new change log (the commit point), then the session with indexes that
-        include it; the BM25 index is rebuilt over the live documents and saved."""
-        paths = s.config.paths()
-        remember_corpus(s.config)
-        changes.save(paths.docs, corpus_manifest(s.docs))
-        store = Collection(s.docs, changes)
-        draft = replace(s, store=store)
-        dense = s.dense
-        if dense is not None and len(changes.docs) > len(s.store.log.docs):
-            dense = dense.with_vectors(changes.vectors[len(s.store.log.docs):])  # type: ignore[index]
-        bm25 = None
-        if s.bm25 is not None and len(store):
-            bm25 = build_bm25(draft, progress)
-            bm25.save(paths.bm25, bm25_manifest(draft))
-        self._publish(draft, dense=dense, bm25=bm25)
+            f = None if filters is None else parse_filter(filters)
+            self.session, report = changes.delete(s, as_queries(ids, "ids") if ids is not None else [], f, progress)
+            return report
 
     def list_collections(self) -> dict[str, Any]:
         """Every collection of the configured store: its documents, model, dimension, indexes."""
         cfg = self.config
+        if cfg.index_backend == "milvus":
+            return {"collections": describe_milvus(cfg)}
         return {"collections": [describe(cfg.model_copy(update={"collection_name": name}))
                                 for name in collection_names(cfg)]}
 
@@ -390,8 +392,9 @@ class Retriever:
 
 
 def _allowed(s: Session, filters: dict[str, Any] | None) -> Allowed:
-    """The rows a filter keeps (None: every row)."""
-    return s.store.allowed(None if filters is None else parse_filter(filters))
+    """The candidate rows (live, passing the filter; None: every row) and the parsed filter."""
+    f = None if filters is None else parse_filter(filters)
+    return s.store.allowed(f), f
 
 
 def _need_corpus(s: Session, tool: str) -> DocStore:

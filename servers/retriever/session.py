@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from .corpus import DocStore
 from .embedders import Embedder, build_embedder
 from .errors import IndexMismatchError
 from .indexes import VectorIndex, index_backend
+from .indexes.milvus_index import MilvusIndex, shared_store
 from .persist import atomic_write_text, check_manifest, read_manifest
 from .sparse import BM25Index
 
@@ -56,7 +58,8 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     """Open the corpus and change log, build the embedder, load the saved indexes (refusing any
     that does not match; with `overwrite` it is skipped with a warning, to be rebuilt). An
     `embedder` given is used instead of building one (another collection, the same model)."""
-    docs = DocStore.open(cfg.corpus_path) if cfg.corpus_path is not None else None
+    # demo mode keeps every document in Milvus: no corpus file is read at start
+    docs = DocStore.open(cfg.corpus_path) if cfg.corpus_path is not None and not cfg.is_demo else None
     paths = cfg.paths()
     store = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs)))
     if embedder is None and cfg.backend != "bm25":
@@ -84,6 +87,8 @@ def load_dense(s: Session, warnings: list[str]) -> VectorIndex | None:
     vectors appended."""
     if s.embedder is None:
         return None
+    if s.config.index_backend == "milvus":
+        return load_milvus(s, warnings)
     folder = s.config.paths().faiss
     fcfg = s.config.index_backend_configs.faiss
     backend = index_backend(s.config)
@@ -109,6 +114,39 @@ def with_log(s: Session, index: VectorIndex | None) -> VectorIndex | None:
     return index.with_vectors(added.vectors)
 
 
+def milvus_manifest(s: Session) -> dict[str, Any]:
+    """What a Milvus collection records: in demo mode there is no corpus file to fingerprint."""
+    embedder = s.embedder
+    if embedder is None:
+        raise IndexMismatchError("a Milvus collection needs an embedding backend, not 'bm25'")
+    if s.config.is_demo:
+        return {"model": embedder.model_id, "dimension": embedder.dimension, "is_demo": True}
+    return {**dense_manifest(s.docs, embedder), "is_demo": False}
+
+
+def load_milvus(s: Session, warnings: list[str]) -> MilvusIndex | None:
+    """The Milvus collection, checked against this session; one behind the change log (a crash
+    between the log and the Milvus write) is brought up to date from the log."""
+    store = shared_store(s.config.index_backend_configs.milvus, s.config.collection_name)
+    if not store.exists():
+        return None
+    info = store.info() or {}
+    check_manifest(info, milvus_manifest(s), f"Milvus collection {store.collection!r}",
+                   "call retriever_index(overwrite=true) to rebuild it, or pick another collection_name")
+    if s.config.is_demo:
+        return MilvusIndex(store, None, info)
+    index = MilvusIndex(store, s.store.row_of, info)
+    log_ = s.store.log
+    if info.get("log_generation", 0) != log_.generation:
+        warnings.append(f"Milvus collection {store.collection!r} predates the last add or delete; brought up to date")
+        log.warning(warnings[-1])
+        live = [i for i, d in enumerate(log_.docs) if s.store.live[s.store.n_base + i]]
+        dead = {s.store.ids[r] for r in log_.deleted.tolist()} - set(s.store.row_of)
+        vectors = log_.vectors[live] if log_.vectors is not None and live else None
+        index = index.apply([log_.docs[i] for i in live], vectors, sorted(dead), s.store.row_of, log_.generation)
+    return index
+
+
 def bm25_manifest(s: Session) -> dict[str, Any]:
     return {**corpus_manifest(s.docs), "log_generation": s.store.log.generation}
 
@@ -116,6 +154,8 @@ def bm25_manifest(s: Session) -> dict[str, Any]:
 def load_bm25(s: Session, warnings: list[str]) -> BM25Index | None:
     """The saved BM25 index; one built before the last add or delete (a crash between the two
     writes) is rebuilt over the live documents, with a warning."""
+    if s.config.is_demo:
+        return None
     bcfg = s.config.backend_configs.bm25
     folder = s.config.paths().bm25
     index = BM25Index.load(folder, bcfg.lang)
@@ -182,3 +222,17 @@ def collection_names(cfg: Config) -> list[str]:
     root = cfg.collections_path
     named = sorted(p.name for p in root.iterdir() if p.is_dir() and COLLECTION_NAME.match(p.name)) if root.is_dir() else []
     return ["", *named]
+
+
+def describe_milvus(cfg: Config) -> list[dict[str, Any]]:
+    """Every collection of the Milvus store (uri), as its recorded info says."""
+    from .indexes.milvus import list_collections
+
+    mcfg = cfg.index_backend_configs.milvus
+    out = []
+    for name in list_collections(mcfg.uri, mcfg.token or os.environ.get("MILVUS_TOKEN")):
+        store = shared_store(mcfg, name)
+        info = store.info() or {}
+        out.append({"name": name, "index_backend": "milvus", "documents": store.count(), "model": info.get("model"),
+                    "dimension": info.get("dimension"), "is_demo": info.get("is_demo")})
+    return out

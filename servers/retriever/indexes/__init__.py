@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from ..config import Config
+from typing import TYPE_CHECKING
+
 from ..errors import NotYetSupportedError
 from .base import VectorIndex
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 
 def index_backend(cfg: Config) -> type:
@@ -13,6 +17,10 @@ def index_backend(cfg: Config) -> type:
             from .faiss import FaissIndex
 
             return FaissIndex
+        case "milvus":
+            from .milvus_index import MilvusIndex
+
+            return MilvusIndex
         case other:
             raise NotYetSupportedError(
                 f"index_backend {other!r} is accepted in parameter.yaml but not active in this "

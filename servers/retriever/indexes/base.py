@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+from ..filters import Filter
 
 
 class VectorIndex(Protocol):
@@ -14,9 +17,11 @@ class VectorIndex(Protocol):
 
     def __len__(self) -> int: ...
 
-    def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Best first: rows (n, k') int64 and scores (n, k') float32, k' = min(k, candidates);
-        `allowed`, a boolean mask over rows, limits the candidates (exactly, not post-filtered)."""
+    def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None,
+               f: Filter | None = None) -> tuple[Sequence[np.ndarray], Sequence[np.ndarray]]:
+        """Per query, rows (int64) and scores best first, at most k. The candidates are limited
+        exactly (not post-filtered) by `allowed`, a boolean mask over rows (the filter and the
+        live rows), or by the filter `f` where the backend evaluates filters itself."""
         ...
 
     def with_vectors(self, vectors: np.ndarray) -> VectorIndex:

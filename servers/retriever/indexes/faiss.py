@@ -10,6 +10,7 @@ import numpy as np
 
 from ..compute import on_compute_thread
 from ..errors import IndexMismatchError, MissingDependencyError
+from ..filters import Filter
 from ..persist import publish, read_manifest
 
 log = logging.getLogger(__name__)
@@ -80,9 +81,11 @@ class FaissIndex:
     def __len__(self) -> int:
         return int(self._index.ntotal)
 
-    def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None,
+               f: Filter | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Exact top k; with `allowed` (a boolean mask over rows) only those rows are candidates,
-        scanned in full by FAISS (an ID selector), so a selective filter still fills k."""
+        scanned in full by FAISS (an ID selector), so a selective filter still fills k. The
+        filter `f` itself is already in `allowed`."""
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         if allowed is None:
             scores, rows = on_compute_thread(self._index.search, queries, min(k, len(self)))

@@ -265,6 +265,10 @@ class MilvusStore:
         self._call("alter_collection_properties", self._client.alter_collection_properties, self.collection,
                    properties={INFO_PROPERTY: json.dumps(payload, sort_keys=True)})
 
+    def update_info(self, info: dict[str, Any]) -> None:
+        """Replace the stored info (the dimension is the collection's own)."""
+        self._set_info(self.dimension(), info)
+
     def info(self) -> dict[str, Any] | None:
         """What `create` stored (model, dimension, format version), or None when nothing was."""
         desc = self._call("describe_collection", self._client.describe_collection, self.collection)

@@ -36,7 +36,6 @@ class MilvusConfig(_Model):
     index_params: dict[str, Any] | None = None  # default: exact FLAT with metric_type
     search_params: dict[str, Any] | None = None  # e.g. {"params": {"ef": 64}} for HNSW
     index_chunk_size: int = Field(1000, ge=1)
-    collection_name: str = "default"  # the lead may move this to the engine-level collection key
 
     @field_validator("id_field_name", "vector_field_name", "text_field_name", "metadata_field_name")
     @classmethod

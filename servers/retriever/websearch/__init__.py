@@ -15,8 +15,8 @@ from .base import (
     QueryResult,
     RetryPolicy,
     WebHit,
-    WebSearcher,
     WebsearchAuthError,
+    WebSearcher,
     resolve_key,
     run_queries,
 )

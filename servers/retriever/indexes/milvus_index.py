@@ -1,0 +1,129 @@
+"""A Milvus collection as the session's dense index (`index_backend: milvus`).
+
+Milvus keeps the documents themselves: corpus ids are the primary keys, the text and the other
+fields are stored beside each vector. In normal mode the engine still knows every document
+locally (the corpus file and the change log), so search results are mapped from ids to the
+collection's rows and flow through the same hit, fusion and BM25 code as FAISS. In `is_demo`
+mode there is no local corpus: hits come straight from Milvus (`search_hits`).
+
+Filters are translated to Milvus expressions (filters.to_milvus), not applied as row masks;
+deletes are real deletes in Milvus. The collection records, as a property, the model,
+dimension and corpus fingerprint it was built with and the change-log generation it has
+applied; a collection behind the log (a crash between the two writes) is brought up to date
+from the log's vectors at the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..compute import on_compute_thread
+from ..filters import Filter, to_milvus
+from ..types import Document, Hit
+from .milvus import MilvusStore
+from .milvus_config import MilvusConfig
+
+log = logging.getLogger(__name__)
+DEFAULT_COLLECTION = "default"
+
+
+def open_store(mcfg: MilvusConfig, collection: str) -> MilvusStore:
+    """The Milvus collection named `collection` ("" = "default"); the token from the YAML or MILVUS_TOKEN."""
+    return MilvusStore(mcfg.uri, mcfg.token or os.environ.get("MILVUS_TOKEN"), collection or DEFAULT_COLLECTION,
+                       mcfg.fields(), mcfg.metric_type, mcfg.index_params, mcfg.search_params, mcfg.index_chunk_size)
+
+
+class MilvusIndex:
+    kind = "milvus"
+
+    def __init__(self, store: MilvusStore, row_of: Mapping[str, int] | None, manifest: dict[str, Any]) -> None:
+        self.store = store
+        self._row_of = row_of  # id -> live row of the local collection; None in demo mode
+        self.manifest = manifest
+        self.dimension = int(manifest["dimension"])
+        self.warnings: list[str] = []
+
+    def __len__(self) -> int:
+        return self.store.count()
+
+    def with_rows(self, row_of: Mapping[str, int] | None) -> MilvusIndex:
+        return MilvusIndex(self.store, row_of, self.manifest)
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    def _raw(self, queries: np.ndarray, k: int, f: Filter | None) -> list[list[tuple[str, float, str, dict]]]:
+        fields = self.store.fields
+        expr = to_milvus(f, fields.id, fields.metadata) if f is not None else None
+        return on_compute_thread(self.store.search, np.ascontiguousarray(queries, dtype=np.float32), k, expr)
+
+    def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None,
+               f: Filter | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Rows and scores best first; `allowed` is not needed (deletes are real, the filter is
+        an expression), `f` is applied by Milvus."""
+        row_of = self._row_of or {}
+        rows_out, scores_out = [], []
+        for hits in self._raw(queries, k, f):
+            pairs = [(row_of[i], s) for i, s, _, _ in hits if i in row_of]
+            rows_out.append(np.asarray([r for r, _ in pairs], dtype=np.int64))
+            scores_out.append(np.asarray([s for _, s in pairs], dtype=np.float32))
+        return rows_out, scores_out
+
+    def search_hits(self, queries: np.ndarray, k: int, f: Filter | None = None) -> list[list[Hit]]:
+        """Hits with the text and metadata Milvus stored (demo mode: no local corpus)."""
+        return [[Hit(row=-1, id=i, text=t, score=s, metadata=m) for i, s, t, m in hits]
+                for hits in self._raw(queries, k, f)]
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    def write(self, docs: Sequence[Document], vectors: np.ndarray) -> None:
+        self.store.upsert([d.id for d in docs], vectors, [d.text for d in docs], [d.metadata for d in docs])
+
+    def apply(self, added: Sequence[Document], vectors: np.ndarray | None, deleted: Sequence[str],
+              row_of: Mapping[str, int] | None, generation: int) -> MilvusIndex:
+        """The change log's latest change: upsert the added documents, delete the deleted ids,
+        record the generation."""
+        if added and vectors is not None:
+            self.write(added, vectors)
+        if deleted:
+            self.store.delete(ids=list(deleted))
+        manifest = {**self.manifest, "log_generation": generation}
+        self.store.update_info(manifest)
+        return MilvusIndex(self.store, row_of, manifest)
+
+    def save(self, folder: Any, manifest: dict[str, Any]) -> None:
+        """The manifest lives in the collection (a property), not in a folder."""
+        self.manifest = {**self.manifest, **manifest}
+        self.store.update_info(self.manifest)
+
+
+_STORES: dict[tuple[str, str], MilvusStore] = {}
+
+
+def shared_store(mcfg: MilvusConfig, collection: str) -> MilvusStore:
+    """One client per (uri, collection) in this process: Milvus Lite lets one process open a
+    database, and a session rebuilt by retriever_init keeps using the same connection."""
+    key = (mcfg.uri, collection or DEFAULT_COLLECTION)
+    store = _STORES.get(key)
+    if store is None:
+        store = _STORES[key] = open_store(mcfg, collection)
+    return store
+
+
+def build_collection(store: MilvusStore, info: dict[str, Any], batches: Any, overwrite: bool) -> MilvusIndex:
+    """(Re)create the collection and fill it from `batches` of (documents, vectors)."""
+    if store.exists():
+        if not overwrite:
+            from ..errors import AlreadyExistsError
+
+            raise AlreadyExistsError(f"Milvus collection {store.collection!r} exists; pass overwrite=true to rebuild it")
+        store.drop()
+    store.create(int(info["dimension"]), info)
+    for docs, vectors in batches:
+        if docs:
+            store.upsert([d.id for d in docs], vectors, [d.text for d in docs], [d.metadata for d in docs])
+    return MilvusIndex(store, None, {**info, "dimension": int(info["dimension"])})
