@@ -78,13 +78,13 @@ def test_nested_metadata_and_booleans() -> None:
 @pytest.mark.parametrize(
     "spec, expr",
     [
-        pytest.param(cmp("meta.year", ">=", 2020), 'exists metadata["year"] and (metadata["year"] >= 2020)', id="cmp"),
+        pytest.param(cmp("meta.year", ">=", 2020), '(exists metadata["year"]) and (metadata["year"] >= 2020)', id="cmp"),
         pytest.param(cmp("id", "in", ["a", "b"]), 'id in ["a", "b"]', id="id-in"),
         pytest.param(cmp("meta.a.b", "not in", [1, True]),
-                     'exists metadata["a"]["b"] and (metadata["a"]["b"] != 1 and metadata["a"]["b"] != true)',
+                     '(exists metadata["a"]["b"]) and (metadata["a"]["b"] != 1 and metadata["a"]["b"] != true)',
                      id="nested-not-in"),
         pytest.param(cmp("meta.t", "in", ["x", "y"]),
-                     'exists metadata["t"] and (metadata["t"] == "x" or metadata["t"] == "y")', id="in"),
+                     '(exists metadata["t"]) and (metadata["t"] == "x" or metadata["t"] == "y")', id="in"),
         pytest.param({"operator": "OR", "conditions": [cmp("id", "==", 'x"y'), cmp("id", "!=", "z")]},
                      '(id == "x\\"y") or (id != "z")', id="or-escape"),
         pytest.param({"operator": "NOT", "conditions": [cmp("id", "==", "x"), cmp("id", "<", "b")]},

@@ -187,7 +187,7 @@ def to_milvus(f: Filter, id_field: str = "id", meta_field: str = "metadata") -> 
             test = " and ".join(f"{target} != {_milvus_literal(v)}" for v in f.value)
         case _:
             test = f"{target} {f.op} {_milvus_literal(f.value)}"
-    return f"exists {target} and ({test})"
+    return f"(exists {target}) and ({test})"  # parenthesised: the 2.3 parser binds `exists` loosely
 
 
 def _milvus_literal(value: Any) -> str:
