@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import ValidationError
 
 from . import changes, compute
-from .collection import Collection, parse_documents
+from .collection import parse_documents
 from .config import Config, HybridConfig, load_config
 from .corpus import DocStore
 from .embedders import Embedder
@@ -31,17 +30,18 @@ from .errors import (
     NotYetSupportedError,
 )
 from .fanout import fanout_search
-from .filters import Filter
 from .filters import parse as parse_filter
 from .fusion import SCALERS
-from .hybrid import Fused, RowRanking, fused_rows, max_fused_score
+from .hybrid import Fused, RowRanking, fused_hits, fused_rows, hybrid_options, max_fused_score
 from .indexes import index_backend
 from .persist import read_manifest
 from .results import as_queries, build_hits, check_top_k, pick, search_groups
 from .session import (
+    Allowed,
     Session,
     bm25_manifest,
     build_bm25,
+    candidates,
     collection_names,
     dense_manifest,
     describe,
@@ -54,7 +54,6 @@ from .session import (
 from .types import Hit
 
 log = logging.getLogger(__name__)
-Allowed = tuple[np.ndarray | None, Filter | None]  # the candidates: a mask over rows (None: all), the filter
 RowRankings = tuple[Sequence[np.ndarray], Sequence[np.ndarray]]  # per query: rows best first, scores
 
 
@@ -203,7 +202,7 @@ class Retriever:
             return self._demo_search(s, embedder, queries, top_k, query_instruction, score_threshold, scale_score,
                                      filters)
         rows, scores = self._dense_rows(s, embedder, queries, check_top_k(pick(top_k, s.config.top_k)),
-                                        query_instruction, _allowed(s, filters))
+                                        query_instruction, candidates(s, filters))
         return build_hits(s.store, rows, scores, self._dense_scaler(s) if scale_score else None, score_threshold)
 
     def _demo_search(self, s: Session, embedder: Embedder, queries: list[str], top_k: int | None,
@@ -259,7 +258,7 @@ class Retriever:
         """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
         s = self.need("bm25_search")
         rows, scores = self._bm25_rows(s, as_queries(query_list), check_top_k(pick(top_k, s.config.top_k)),
-                                       _allowed(s, filters))
+                                       candidates(s, filters))
         return build_hits(s.store, rows, scores, SCALERS["bm25"] if scale_score else None, score_threshold)
 
     # ---- documents: add (upsert) and delete ----------------------------------------------------
@@ -320,9 +319,9 @@ class Retriever:
         k = check_top_k(pick(top_k, s.config.top_k))
         h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
                            candidate_depth=candidate_depth)
-        fused = self._hybrid_rows(s, embedder, queries, h, k, query_instruction, _allowed(s, filters))
+        fused = self._hybrid_rows(s, embedder, queries, h, k, query_instruction, candidates(s, filters))
         best = max_fused_score(h.fusion, [h.vector_weight, 1.0 - h.vector_weight], h.rrf_k)
-        return _fused_hits(s.store, fused, best if scale_score else None, score_threshold)
+        return fused_hits(s.store, fused, best if scale_score else None, score_threshold)
 
     def hybrid_batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                             **options: Any) -> list[list[list[Hit]]]:
@@ -338,7 +337,7 @@ class Retriever:
         s = self.need("retriever_multi_query_search")
         k = check_top_k(pick(top_k, s.config.top_k))
         h = hybrid_options(s.config.hybrid, candidate_depth=candidate_depth)
-        allowed = _allowed(s, filters)
+        allowed = candidates(s, filters)
 
         def rankings(queries: list[str]) -> list[RowRanking]:
             return self.rankings(s, mode, queries, h, query_instruction, allowed)
@@ -346,7 +345,7 @@ class Retriever:
         fused = [fused_rows(s.store, {str(i): ranking for i, ranking in enumerate(group)}, "rrf", None, h.rrf_k, k)
                  for group in search_groups(rankings, question_list, "question_list")]
         best = max_fused_score("rrf", [1.0], h.rrf_k)  # equal weights summing to 1, whatever the count
-        return _fused_hits(s.store, fused, best if scale_score else None, score_threshold)
+        return fused_hits(s.store, fused, best if scale_score else None, score_threshold)
 
     def collection_session(self, name: str) -> Session:
         """The session of collection `name` ("" = the default): the current one, or one opened with
@@ -391,28 +390,8 @@ class Retriever:
         return path if path.is_absolute() or self.base_dir is None else self.base_dir / path
 
 
-def _allowed(s: Session, filters: dict[str, Any] | None) -> Allowed:
-    """The candidate rows (live, passing the filter; None: every row) and the parsed filter."""
-    f = None if filters is None else parse_filter(filters)
-    return s.store.allowed(f), f
-
-
 def _need_corpus(s: Session, tool: str) -> DocStore:
     if s.docs is None:
         raise IndexMissingError(f"{tool}: this collection has no corpus file (corpus_path is null); its documents "
                                 "come from retriever_add, which embeds and indexes them as they arrive")
     return s.docs
-
-
-def hybrid_options(base: HybridConfig, **overrides: Any) -> HybridConfig:
-    """The YAML's hybrid section with per-call values, checked like the YAML."""
-    try:
-        return HybridConfig.model_validate({**base.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
-    except ValidationError as e:
-        raise InvalidInputError("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())) from None
-
-
-def _fused_hits(docs: Collection, fused: list[Fused], best: float | None, threshold: float | None) -> list[list[Hit]]:
-    """Hits of fused rankings; with `best`, scores are divided by it (0..1)."""
-    return build_hits(docs, [f[0] for f in fused], [f[1] for f in fused],
-                      (lambda x: x / best) if best else None, threshold, [f[2] for f in fused])

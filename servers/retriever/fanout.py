@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInputError, RetrieverError
 from .fusion import rrf
-from .hybrid import RowRanking, max_fused_score, source_of
+from .hybrid import RowRanking, hybrid_options, max_fused_score, source_of
 from .results import as_queries, check_top_k, pick
+from .session import candidates
 from .types import Hit
 
 if TYPE_CHECKING:
@@ -32,8 +33,6 @@ def fanout_search(engine: Retriever, query_list: str | Sequence[str], collection
                   score_threshold: float | None = None, scale_score: bool = False,
                   ) -> tuple[list[list[Hit]], dict[str, str]]:
     """Per query, the fused hits of every collection that answered; and the errors of the others."""
-    from .engine import _allowed, hybrid_options
-
     s = engine.need("retriever_fanout_search")
     queries = as_queries(query_list)
     names = list(dict.fromkeys(as_queries(collections, "collections")))
@@ -44,7 +43,7 @@ def fanout_search(engine: Retriever, query_list: str | Sequence[str], collection
     for name in names:
         try:
             cs = engine.collection_session(name)
-            answered[name] = (cs, engine.rankings(cs, mode, queries, h, query_instruction, _allowed(cs, filters)))
+            answered[name] = (cs, engine.rankings(cs, mode, queries, h, query_instruction, candidates(cs, filters)))
         except RetrieverError as e:
             errors[name] = str(e)
     if not answered:

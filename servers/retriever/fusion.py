@@ -23,6 +23,12 @@ def _weights(n: int, weights: Sequence[float] | None) -> list[float]:
     return list(weights)
 
 
+def _sums(parts: dict[K, list[float]]) -> dict[K, float]:
+    """Exactly rounded sums (math.fsum): the same terms in any order give the same float, so
+    equal scores stay equal and ties are broken by key whatever the order of the inputs."""
+    return {key: math.fsum(terms) for key, terms in parts.items()}
+
+
 def _sorted(scores: dict[K, float], limit: int | None) -> list[tuple[K, float]]:
     def order(kv: tuple[K, float]) -> tuple[float, str]:
         return -kv[1], str(kv[0])
@@ -37,11 +43,11 @@ def rrf(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: 
     """Weighted reciprocal rank fusion: sum over rankings of w_i / (k + rank_i), ranks from 1."""
     if k < 0:
         raise ValueError(f"rrf k must be >= 0, got {k}")
-    fused: dict[K, float] = {}
+    parts: dict[K, list[float]] = {}
     for w, ranking in zip(_weights(len(rankings), weights), rankings):
         for rank, (key, _) in enumerate(ranking, start=1):
-            fused[key] = fused.get(key, 0.0) + w / (k + rank)
-    return _sorted(fused, limit)
+            parts.setdefault(key, []).append(w / (k + rank))
+    return _sorted(_sums(parts), limit)
 
 
 def minmax(ranking: Ranking) -> list[tuple[K, float]]:
@@ -57,11 +63,11 @@ def minmax(ranking: Ranking) -> list[tuple[K, float]]:
 def convex(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 0,
            limit: int | None = None) -> list[tuple[K, float]]:
     """Convex combination of min-max normalised scores; a key missing from a list scores 0 there."""
-    fused: dict[K, float] = {}
+    parts: dict[K, list[float]] = {}
     for w, ranking in zip(_weights(len(rankings), weights), rankings):
         for key, s in minmax(ranking):
-            fused[key] = fused.get(key, 0.0) + w * s
-    return _sorted(fused, limit)
+            parts.setdefault(key, []).append(w * s)
+    return _sorted(_sums(parts), limit)
 
 
 FUSIONS: dict[str, Callable[..., list]] = {"rrf": rrf, "convex": convex}

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
-from .corpus import DocStore
+from .collection import Collection
+from .config import HybridConfig
+from .errors import InvalidInputError
 from .fusion import fuse
+from .results import build_hits
+from .types import Hit
 
 RowRanking = tuple[np.ndarray, np.ndarray]  # rows best first, their scores
 Sources = list[dict[str, tuple[int, float] | None]]  # per fused row: retriever -> (rank, score)
@@ -15,7 +21,7 @@ Fused = tuple[np.ndarray, np.ndarray, Sources]
 
 
 def fused_rows(
-    docs: DocStore, rankings: Mapping[str, RowRanking], method: str, weights: Sequence[float] | None,
+    docs: Collection, rankings: Mapping[str, RowRanking], method: str, weights: Sequence[float] | None,
     k: float, top_k: int,
 ) -> Fused:
     """Rows and fused scores (best first, ties by id) and, per row, its rank and score in each input."""
@@ -40,3 +46,17 @@ def source_of(ranking: list[tuple[str, float]], index: int | None) -> tuple[int,
 def max_fused_score(method: str, weights: Sequence[float], k: float) -> float:
     """The best score a document can get: found first by every retriever (for scaling to 0..1)."""
     return sum(weights) / (k + 1) if method == "rrf" else sum(weights)
+
+
+def hybrid_options(base: HybridConfig, **overrides: Any) -> HybridConfig:
+    """The YAML's hybrid section with per-call values, checked like the YAML."""
+    try:
+        return HybridConfig.model_validate({**base.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+    except ValidationError as e:
+        raise InvalidInputError("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())) from None
+
+
+def fused_hits(docs: Collection, fused: list[Fused], best: float | None, threshold: float | None) -> list[list[Hit]]:
+    """Hits of fused rankings; with `best`, scores are divided by it (0..1)."""
+    return build_hits(docs, [f[0] for f in fused], [f[1] for f in fused],
+                      (lambda x: x / best) if best else None, threshold, [f[2] for f in fused])

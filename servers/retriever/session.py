@@ -17,12 +17,15 @@ from .config import COLLECTION_NAME, Config
 from .corpus import DocStore
 from .embedders import Embedder, build_embedder
 from .errors import IndexMismatchError
+from .filters import Filter
+from .filters import parse as parse_filter
 from .indexes import VectorIndex, index_backend
 from .indexes.milvus_index import MilvusIndex, shared_store
 from .persist import atomic_write_text, check_manifest, read_manifest
 from .sparse import BM25Index
 
 log = logging.getLogger(__name__)
+Allowed = tuple[np.ndarray | None, Filter | None]  # the candidates: a mask over rows (None: all), the filter
 
 
 @dataclass(frozen=True)
@@ -236,3 +239,9 @@ def describe_milvus(cfg: Config) -> list[dict[str, Any]]:
         out.append({"name": name, "index_backend": "milvus", "documents": store.count(), "model": info.get("model"),
                     "dimension": info.get("dimension"), "is_demo": info.get("is_demo")})
     return out
+
+
+def candidates(s: Session, filters: dict[str, Any] | None) -> Allowed:
+    """The candidate rows (live, passing the filter; None: every row) and the parsed filter."""
+    f = None if filters is None else parse_filter(filters)
+    return s.store.allowed(f), f
