@@ -14,11 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from retriever.errors import IndexMismatchError, InvalidInputError, MissingDependencyError
 from retriever.indexes.milvus import (
-    MilvusFields,
     MilvusError,
+    MilvusFields,
     MilvusLiteLockedError,
     MilvusStore,
     list_collections,
@@ -175,7 +174,7 @@ def test_delete_arguments(store: MilvusStore, kwargs: dict, message: str) -> Non
 
 
 def test_duplicate_ids_in_one_upsert_are_refused(store: MilvusStore) -> None:
-    ids, vectors, texts, metas = rows(3)
+    _, vectors, texts, metas = rows(3)
     with pytest.raises(InvalidInputError, match="'d1' twice"):
         store.upsert(["d0", "d1", "d1"], vectors, texts, metas)
     assert store.count() == 0
@@ -269,7 +268,6 @@ def test_read_consistency_is_validated(tmp_path: Path) -> None:
 
 def test_milvus_config_maps_ultrarag_keys_and_forbids_typos() -> None:
     from pydantic import ValidationError
-
     from retriever.indexes.milvus_config import MilvusConfig
 
     cfg = MilvusConfig(uri="x.db", text_field_name="body", id_max_length=64, index_chunk_size=10)

@@ -42,7 +42,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -216,7 +216,7 @@ class MilvusStore:
     def close(self) -> None:
         self._client.close()
 
-    def __enter__(self) -> MilvusStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
