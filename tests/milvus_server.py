@@ -5,6 +5,8 @@ own venv (.cache/milvus-venv, or MILVUS_SERVER_BIN names the script). The server
 interface, so it only starts inside a private network namespace that has nothing but loopback:
 `make test` runs these tests under `unshare --net --fork` after `ip link set lo up`. Anything that
 keeps the server from starting fails the tests (never a skip), with the reason and the log tail.
+Start it once per network namespace: a second start in the same namespace after a stop did not
+become healthy here (seen with the bench), so the bench runs each invocation in its own `unshare`.
 """
 
 from __future__ import annotations
@@ -44,15 +46,26 @@ def _tail(log: Path, lines: int = 30) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else "(no log)"
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGINT)
+def _group_alive(pgid: int) -> bool:
     try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _stop(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """SIGINT to the server's process group; wait until every process in it is gone (SIGKILL late)."""
+    pgid = proc.pid  # start_new_session: the group is the wrapper and the milvus binary it runs
+    if _group_alive(pgid):
+        os.killpg(pgid, signal.SIGINT)
+    deadline = time.monotonic() + timeout
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        proc.poll()  # reap the wrapper so its zombie does not keep the group alive
+        time.sleep(0.2)
+    if _group_alive(pgid):
+        os.killpg(pgid, signal.SIGKILL)
+    proc.wait()
 
 
 class ServerError(RuntimeError):

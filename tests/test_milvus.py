@@ -174,7 +174,7 @@ def test_delete_arguments(store: MilvusStore, kwargs: dict, message: str) -> Non
 
 
 def test_duplicate_ids_in_one_upsert_are_refused(store: MilvusStore) -> None:
-    ids, vectors, texts, metas = rows(3)
+    _, vectors, texts, metas = rows(3)
     with pytest.raises(InvalidInputError, match="'d1' twice"):
         store.upsert(["d0", "d1", "d1"], vectors, texts, metas)
     assert store.count() == 0
@@ -264,3 +264,15 @@ def test_another_client_with_strong_reads_sees_writes_at_once(store: MilvusStore
 def test_read_consistency_is_validated(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="read_consistency must be one of"):
         MilvusStore(str(tmp_path / "m.db"), None, "c", read_consistency="strong-ish")
+
+
+def test_milvus_config_maps_ultrarag_keys_and_forbids_typos() -> None:
+    from pydantic import ValidationError
+    from retriever.indexes.milvus_config import MilvusConfig
+
+    cfg = MilvusConfig(uri="x.db", text_field_name="body", id_max_length=64, index_chunk_size=10)
+    assert cfg.fields() == MilvusFields(id="id", vector="vector", text="body", metadata="metadata", id_max_length=64)
+    with pytest.raises(ValidationError, match="index_chunk"):
+        MilvusConfig(index_chunk=5)
+    with pytest.raises(ValidationError, match="not a valid Milvus field name"):
+        MilvusConfig(text_field_name="has-dash")

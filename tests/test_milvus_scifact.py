@@ -55,7 +55,7 @@ def scifact() -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(str(model_path), device="cpu")
-        encode = dict(batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+        encode = {"batch_size": 64, "normalize_embeddings": True, "convert_to_numpy": True}
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(".tmp.npz")
         np.savez(tmp, docs=model.encode(texts, **encode), queries=model.encode([q["text"] for q in queries], **encode))
