@@ -36,6 +36,9 @@ class MilvusConfig(_Model):
     index_params: dict[str, Any] | None = None  # default: exact FLAT with metric_type
     search_params: dict[str, Any] | None = None  # e.g. {"params": {"ef": 64}} for HNSW
     index_chunk_size: int = Field(1000, ge=1)
+    # Reads right after this process's own write are Strong (they see it); other reads use this
+    # level. Strong costs ~200 ms a query on a server; set it where another process writes.
+    read_consistency: Literal["Strong", "Bounded", "Session", "Eventually"] = "Bounded"
 
     @field_validator("id_field_name", "vector_field_name", "text_field_name", "metadata_field_name")
     @classmethod

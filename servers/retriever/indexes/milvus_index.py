@@ -35,7 +35,8 @@ DEFAULT_COLLECTION = "default"
 def open_store(mcfg: MilvusConfig, collection: str) -> MilvusStore:
     """The Milvus collection named `collection` ("" = "default"); the token from the YAML or MILVUS_TOKEN."""
     return MilvusStore(mcfg.uri, mcfg.token or os.environ.get("MILVUS_TOKEN"), collection or DEFAULT_COLLECTION,
-                       mcfg.fields(), mcfg.metric_type, mcfg.index_params, mcfg.search_params, mcfg.index_chunk_size)
+                       mcfg.fields(), mcfg.metric_type, mcfg.index_params, mcfg.search_params, mcfg.index_chunk_size,
+                       mcfg.read_consistency)
 
 
 class MilvusIndex:
