@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,25 @@ def write_project(folder: Path, corpus: Path | str = SAMPLE, **overrides: Any) -
     path = folder / "parameter.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+def copy_built(built_project: Path, dest: Path) -> Path:
+    """A private copy of a built project (its corpus, indexes and parameter.yaml)."""
+    shutil.copytree(built_project.parent, dest)
+    return dest / "parameter.yaml"
+
+
+def run_and_kill(target: Any, config: Path, delay: float) -> None:
+    """Run `target(config, ready)` in a fresh process, wait until it sets `ready`, let it work
+    for `delay` seconds, then SIGKILL it: a crash at an arbitrary point."""
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    proc = ctx.Process(target=target, args=(str(config), ready))
+    proc.start()
+    assert ready.wait(120), "the writer never got ready"
+    time.sleep(delay)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join()
 
 
 def engine_for(config_path: Path) -> Retriever:

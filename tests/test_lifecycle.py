@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-import shutil
-import signal
-import time
 from pathlib import Path
 
 import pytest
-from conftest import MCP, engine_for, write_project
+from conftest import MCP, copy_built, engine_for, run_and_kill, write_project
 from retriever.errors import IndexMismatchError, InvalidInputError
 
 NEW = [
@@ -23,10 +19,6 @@ NEW = [
 ]
 QUOKKA = "small wallaby on Rottnest Island"
 
-
-def copy_built(built_project: Path, dest: Path) -> Path:
-    shutil.copytree(built_project.parent, dest)
-    return dest / "parameter.yaml"
 
 
 @pytest.fixture
@@ -158,16 +150,9 @@ def _change_forever(config: str, ready: "multiprocessing.synchronize.Event") -> 
 
 
 def test_killing_the_writer_mid_change_leaves_before_or_after(tmp_path: Path, built_project: Path) -> None:
-    ctx = multiprocessing.get_context("spawn")
     for delay in (0.4, 0.9, 1.7):
         path = copy_built(built_project, tmp_path / f"k{delay}")
-        ready = ctx.Event()
-        proc = ctx.Process(target=_change_forever, args=(str(path), ready))
-        proc.start()
-        assert ready.wait(120)
-        time.sleep(delay)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join()
+        run_and_kill(_change_forever, path, delay)
         e = engine_for(path)
         status = e.init()
         store = e.session.store

@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-import shutil
-import signal
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MCP, engine_for, write_project
+from conftest import MCP, copy_built, engine_for, run_and_kill, write_project
 from retriever.errors import IndexMismatchError
 from retriever.persist import publish, read_manifest
 
 Q = "what causes earthquakes"
 
-
-def copy_built(built_project: Path, dest: Path) -> Path:
-    shutil.copytree(built_project.parent, dest)
-    return dest / "parameter.yaml"
 
 
 def test_saved_indexes_load_at_init_with_their_manifests(built_project: Path) -> None:
@@ -103,15 +95,8 @@ def _rebuild_forever(config: str, ready: "multiprocessing.synchronize.Event") ->
 
 def test_killing_the_writer_mid_build_never_leaves_a_half_index(tmp_path: Path, built_project: Path) -> None:
     path = copy_built(built_project, tmp_path / "p")
-    ctx = multiprocessing.get_context("spawn")
     for delay in (0.05, 0.13, 0.31):
-        ready = ctx.Event()
-        proc = ctx.Process(target=_rebuild_forever, args=(str(path), ready))
-        proc.start()
-        assert ready.wait(120)
-        time.sleep(delay)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join()
+        run_and_kill(_rebuild_forever, path, delay)
         e = engine_for(path)
         status = e.init()
         assert status["dense_index"] == 30 and status["bm25_index"] == 30
