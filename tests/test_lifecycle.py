@@ -160,7 +160,9 @@ def test_killing_the_writer_mid_change_leaves_before_or_after(tmp_path: Path, bu
         live_added = [store.ids[r] for r in store.live_rows().tolist() if r >= store.n_base]
         # Whole changes only: adds in order, every third one deleting the one before it.
         assert added == [f"k{i}" for i in range(len(added))]
-        assert live_added == [f"k{i}" for i in range(len(added)) if not (i % 3 == 1 and i + 1 < len(added))]
+        done = [f"k{i}" for i in range(len(added)) if not (i % 3 == 1 and i + 1 < len(added))]
+        pending = [f"k{i}" for i in range(len(added)) if not (i % 3 == 1 and i + 2 < len(added))]
+        assert live_added in (done, pending)  # the kill may fall between an add and its delete
         assert status["corpus"]["documents"] == 30 + len(live_added)
         assert status["bm25_index"] == 30 + len(live_added)  # rebuilt if the kill fell between the two writes
         for doc_id in live_added[-2:]:
