@@ -38,14 +38,13 @@ def infinity(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InfinityServe
 
 
 def backend_overrides(backend: str, url: str) -> dict[str, Any]:
-    """The same model through each of the three backends."""
+    """The same model through each of the three backends (2 requests at a time: 2 cores)."""
+    http = {"model_name": InfinityServer.MODEL, "api_key": KEY, "batch_size": 32, "concurrency": 2, "timeout": 180}
     match backend:
         case "openai":
-            return {"backend": "openai", "backend_configs": {"openai": {
-                "model_name": InfinityServer.MODEL, "base_url": url, "api_key": KEY, "batch_size": 32, "concurrency": 2, "timeout": 180}}}
+            return {"backend": "openai", "backend_configs": {"openai": {**http, "base_url": url}}}
         case "infinity":
-            return {"backend": "infinity", "backend_configs": {"infinity": {
-                "url": url, "model_name": InfinityServer.MODEL, "api_key": KEY, "batch_size": 32, "concurrency": 2, "timeout": 180}}}
+            return {"backend": "infinity", "backend_configs": {"infinity": {**http, "url": url}}}
     return {"backend": "sentence_transformers"}
 
 

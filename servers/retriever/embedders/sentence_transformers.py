@@ -15,6 +15,7 @@ from .base import with_instruction
 
 log = logging.getLogger(__name__)
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+PIECE_BATCHES = 4
 
 
 def pick_device(gpu_ids: str | int | None, warnings: list[str]) -> str:
@@ -103,4 +104,9 @@ class SentenceTransformerEmbedder:
         return self._encode(texts, self._q_kwargs)
 
     def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts, self._p_kwargs)
+        # A few batches per turn on the compute thread: a query that arrives while the corpus is
+        # being embedded waits for one piece, not for the whole chunk.
+        step = self._batch_size * PIECE_BATCHES
+        if len(texts) <= step:
+            return self._encode(texts, self._p_kwargs)
+        return np.concatenate([self._encode(texts[i : i + step], self._p_kwargs) for i in range(0, len(texts), step)])
