@@ -62,7 +62,7 @@ def infinity_settings(cfg: Config) -> ServerSettings:
             "--port 7997`) and set backend_configs.infinity.url (e.g. http://127.0.0.1:7997); the in-process "
             "engine is not run by this release"
         )
-    return _settings(cfg, inf, inf.url, inf.model_name or cfg.model_name_or_path.strip() or MINILM_ID)
+    return _settings(cfg, inf, inf.url, inf.model_name or model_id_for(cfg.model_name_or_path))
 
 
 def _settings(cfg: Config, section: Any, base_url: str, model: str) -> ServerSettings:
@@ -76,9 +76,9 @@ def _settings(cfg: Config, section: Any, base_url: str, model: str) -> ServerSet
 
 
 def model_id_for(name: str) -> str:
-    """The name recorded in manifests: MiniLM aliases map to one id, so an index built by one
-    backend loads under another serving the same model."""
-    return MINILM_ID if name.strip().lower() in MINILM_ALIASES else name
+    """The name recorded in manifests: MiniLM aliases (and empty) map to one id, so an index
+    built by one backend loads under another serving the same model."""
+    return MINILM_ID if name.strip().lower() in MINILM_ALIASES else name.strip()
 
 
 class ServerEmbedder:
