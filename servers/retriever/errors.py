@@ -47,3 +47,7 @@ class NotYetSupportedError(RetrieverError):
 
 class InvalidInputError(RetrieverError):
     """A tool argument is out of range or of the wrong shape."""
+
+
+class EmbeddingServerError(RetrieverError):
+    """An embedding server failed or answered wrongly (after retries); names the server and status."""

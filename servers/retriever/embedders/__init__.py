@@ -13,6 +13,14 @@ def build_embedder(cfg: Config) -> Embedder:
             from .sentence_transformers import SentenceTransformerEmbedder
 
             return SentenceTransformerEmbedder(cfg)
+        case "openai":
+            from .remote import ServerEmbedder, openai_settings
+
+            return ServerEmbedder(openai_settings(cfg), cfg)
+        case "infinity":
+            from .remote import ServerEmbedder, infinity_settings
+
+            return ServerEmbedder(infinity_settings(cfg), cfg)
         case "bm25":
             raise NotYetSupportedError(
                 "backend 'bm25' has no dense embedder; use bm25_index / bm25_search, "

@@ -8,6 +8,13 @@ from typing import Protocol
 import numpy as np
 
 
+def with_instruction(texts: Sequence[str], instruction: str) -> list[str]:
+    """`instruction` prepended to each text once: a text that already starts with it is left alone."""
+    if not instruction:
+        return list(texts)
+    return [t if t.startswith(instruction) else instruction + t for t in texts]
+
+
 class Embedder(Protocol):
     model_id: str
     """A stable name of the model, recorded in manifests (not a machine-specific path)."""

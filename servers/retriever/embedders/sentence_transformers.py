@@ -11,9 +11,11 @@ import numpy as np
 
 from ..compute import on_compute_thread
 from ..config import MINILM_ALIASES, Config
+from .base import with_instruction
 
 log = logging.getLogger(__name__)
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+PIECE_BATCHES = 4
 
 
 def pick_device(gpu_ids: str | int | None, warnings: list[str]) -> str:
@@ -28,6 +30,28 @@ def pick_device(gpu_ids: str | int | None, warnings: list[str]) -> str:
     return "cpu"
 
 
+def native_bf16_cpu() -> bool:
+    """Whether the CPU computes bfloat16 in hardware (AMX or AVX512-BF16); elsewhere torch
+    emulates it, several times slower than fp32 (bench/RESULTS.md)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def precision_kwargs(precision: str, device: str, warnings: list[str]) -> dict[str, Any]:
+    if precision == "fp32":
+        return {}
+    import torch
+
+    if device == "cpu" and not native_bf16_cpu():
+        warnings.append("precision bf16 on a CPU without AMX or AVX512-BF16 runs emulated, slower than fp32; "
+                        "set backend_configs.sentence_transformers.precision: fp32")
+        log.warning(warnings[-1])
+    return {"torch_dtype": torch.bfloat16}
+
+
 class SentenceTransformerEmbedder:
     def __init__(self, cfg: Config) -> None:
         from sentence_transformers import SentenceTransformer
@@ -39,9 +63,10 @@ class SentenceTransformerEmbedder:
         name = cfg.model_name_or_path.strip()
         self.model_id = MINILM_ID if name.lower() in MINILM_ALIASES else name
         self.device = pick_device(cfg.gpu_ids, self.warnings)
+        model_kwargs = precision_kwargs(st.precision, self.device, self.warnings)
         self.model = on_compute_thread(lambda: SentenceTransformer(
             cfg.resolved_model(), device=self.device, trust_remote_code=st.trust_remote_code,
-            local_files_only=Path(cfg.resolved_model()).exists(),
+            local_files_only=Path(cfg.resolved_model()).exists(), model_kwargs=model_kwargs,
         ))
         self.dimension = int(self.model.get_embedding_dimension())
         self._q_kwargs = self._prompt_kwargs(self._enc.q_prompt_name, self._enc.q_task)
@@ -73,10 +98,15 @@ class SentenceTransformerEmbedder:
     def encode_queries(self, texts: Sequence[str], instruction: str) -> np.ndarray:
         if instruction:
             # An explicit instruction replaces the model's query prompt: applied once, never twice.
-            texts = [t if t.startswith(instruction) else instruction + t for t in texts]
+            texts = with_instruction(texts, instruction)
             kwargs = {k: v for k, v in self._q_kwargs.items() if k != "prompt_name"}
             return self._encode(texts, kwargs)
         return self._encode(texts, self._q_kwargs)
 
     def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts, self._p_kwargs)
+        # A few batches per turn on the compute thread: a query that arrives while the corpus is
+        # being embedded waits for one piece, not for the whole chunk.
+        step = self._batch_size * PIECE_BATCHES
+        if len(texts) <= step:
+            return self._encode(texts, self._p_kwargs)
+        return np.concatenate([self._encode(texts[i : i + step], self._p_kwargs) for i in range(0, len(texts), step)])

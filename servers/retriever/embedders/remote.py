@@ -1,0 +1,178 @@
+"""Embeddings from a server with an OpenAI-compatible `/embeddings` endpoint (OpenAI, vLLM,
+Ollama, Infinity), through the `openai` client library.
+
+Texts go in batches of `batch_size`, up to `concurrency` requests at once. The client retries
+connection errors, timeouts, 429 and 5xx with exponential backoff and jitter (`max_retries`);
+a request that still fails fails the whole call with an error naming the server and the status.
+Every answer is checked: one vector per text, in order, each of the dimension the first
+request (the probe at start-up) returned. The API key is never logged or put in an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..config import MINILM_ALIASES, Config
+from ..errors import EmbeddingServerError, MissingDependencyError, NotYetSupportedError
+from .base import with_instruction
+from .sentence_transformers import MINILM_ID
+
+log = logging.getLogger(__name__)
+KEY_ENV = ("RETRIEVER_API_KEY", "OPENAI_API_KEY")
+NO_KEY = "EMPTY"  # what servers without authentication (vLLM, Infinity, Ollama) are sent
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    base_url: str
+    model: str
+    api_key: str = field(repr=False)
+    concurrency: int
+    timeout: float
+    max_retries: int
+    batch_size: int
+    normalize: bool
+
+
+def resolve_key(configured: str) -> str:
+    """The YAML's key, else $RETRIEVER_API_KEY, else $OPENAI_API_KEY, else a placeholder."""
+    for value in (configured, *(os.environ.get(name, "") for name in KEY_ENV)):
+        if value.strip():
+            return value.strip()
+    return NO_KEY
+
+
+def openai_settings(cfg: Config) -> ServerSettings:
+    o = cfg.backend_configs.openai
+    return _settings(cfg, o, o.base_url, o.model_name)
+
+
+def infinity_settings(cfg: Config) -> ServerSettings:
+    inf = cfg.backend_configs.infinity
+    if not inf.url:
+        raise NotYetSupportedError(
+            "backend 'infinity' talks to an Infinity server: start one (`infinity_emb v2 --model-id MODEL "
+            "--port 7997`) and set backend_configs.infinity.url (e.g. http://127.0.0.1:7997); the in-process "
+            "engine is not run by this release"
+        )
+    return _settings(cfg, inf, inf.url, inf.model_name or model_id_for(cfg.model_name_or_path))
+
+
+def _settings(cfg: Config, section: Any, base_url: str, model: str) -> ServerSettings:
+    key = section.api_key.get_secret_value() if section.api_key is not None else ""
+    return ServerSettings(
+        base_url=base_url.rstrip("/"), model=model, api_key=resolve_key(key),
+        concurrency=section.concurrency, timeout=section.timeout, max_retries=section.max_retries,
+        batch_size=section.batch_size or cfg.batch_size,
+        normalize=cfg.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings,
+    )
+
+
+def model_id_for(name: str) -> str:
+    """The name recorded in manifests: MiniLM aliases (and empty) map to one id, so an index
+    built by one backend loads under another serving the same model."""
+    return MINILM_ID if name.strip().lower() in MINILM_ALIASES else name.strip()
+
+
+class ServerEmbedder:
+    """An `Embedder` over an OpenAI-compatible /embeddings endpoint."""
+
+    def __init__(self, settings: ServerSettings, cfg: Config) -> None:
+        try:
+            import openai
+        except ImportError as e:
+            raise MissingDependencyError("openai", "mcp-retriever[openai]") from e
+        self._s = settings
+        self._openai = openai
+        self._client = openai.OpenAI(
+            base_url=settings.base_url, api_key=settings.api_key, timeout=settings.timeout,
+            max_retries=settings.max_retries,
+        )
+        self.model_id = model_id_for(settings.model)
+        self.warnings: list[str] = []
+        enc = cfg.backend_configs.sentence_transformers.sentence_transformers_encode
+        names = {k: v for k, v in (("q_prompt_name", enc.q_prompt_name), ("psg_prompt_name", enc.psg_prompt_name))
+                 if v}
+        if names:
+            self.warnings.append(
+                f"prompt names {names} cannot be applied by an embedding server ({settings.base_url}); "
+                "texts are sent as they are (set query_instruction to prefix queries)"
+            )
+            log.warning(self.warnings[-1])
+        self.dimension = 0  # unknown until the probe
+        self.dimension = int(self._request(["dimension probe"]).shape[1])
+        log.info("embedding server %s serves %s with dimension %d", settings.base_url, settings.model, self.dimension)
+
+    def encode_queries(self, texts: Sequence[str], instruction: str) -> np.ndarray:
+        return self._encode(with_instruction(texts, instruction))
+
+    def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(list(texts))
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        size = self._s.batch_size
+        batches = [texts[i : i + size] for i in range(0, len(texts), size)]
+        if len(batches) == 1 or self._s.concurrency == 1:
+            parts = [self._request(b) for b in batches]
+        else:
+            pool = ThreadPoolExecutor(min(self._s.concurrency, len(batches)), thread_name_prefix="retriever-http")
+            try:
+                parts = list(pool.map(self._request, batches))
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)  # after a failure, send nothing more
+        return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+
+    def _request(self, texts: list[str]) -> np.ndarray:
+        o = self._openai
+        try:
+            reply = self._client.embeddings.create(model=self._s.model, input=texts, encoding_format="float")
+        except o.APIStatusError as e:
+            retried = e.status_code in (408, 409, 429) or e.status_code >= 500  # what the client retries
+            raise self._error(f"answered HTTP {e.status_code}: {_body(e.response)}", retried) from None
+        except o.APITimeoutError:
+            raise self._error(f"did not answer within {self._s.timeout:g} s") from None
+        except o.APIConnectionError as e:
+            raise self._error(f"could not be reached ({type(e.__cause__ or e).__name__})") from None
+        return self._check(texts, reply.data)
+
+    def _check(self, texts: list[str], data: list[Any]) -> np.ndarray:
+        if len(data) != len(texts):
+            raise self._error(f"returned {len(data)} vectors for {len(texts)} texts", retried=False)
+        rows = sorted(data, key=lambda d: d.index)
+        if [d.index for d in rows] != list(range(len(texts))):
+            raise self._error("returned vectors with missing or repeated indexes", retried=False)
+        dims = {len(d.embedding) for d in rows}
+        if len(dims) != 1 or (self.dimension and dims != {self.dimension}):
+            want = f"{self.dimension}" if self.dimension else "one dimension"
+            raise self._error(f"returned vectors of dimension {sorted(dims)}, expected {want}", retried=False)
+        out = np.asarray([d.embedding for d in rows], dtype=np.float32)
+        if not np.isfinite(out).all():
+            raise self._error("returned vectors with NaN or infinite values", retried=False)
+        if self._s.normalize:
+            norms = np.linalg.norm(out, axis=1, keepdims=True)
+            out = out / np.where(norms == 0, 1, norms)
+        return out
+
+    def _error(self, what: str, retried: bool = True) -> EmbeddingServerError:
+        tries = f" (after {self._s.max_retries} retries)" if retried and self._s.max_retries else ""
+        message = f"embedding server {self._s.base_url} (model {self._s.model!r}) {what}{tries}"
+        if self._s.api_key != NO_KEY:
+            message = message.replace(self._s.api_key, "***")
+        return EmbeddingServerError(message)
+
+
+def _body(response: Any, limit: int = 300) -> str:
+    try:
+        text = response.text.strip()
+    except Exception:  # noqa: BLE001 - a body that cannot be read is no reason to hide the status
+        text = ""
+    return (text[:limit] + "...") if len(text) > limit else (text or "(empty body)")
