@@ -118,3 +118,27 @@ def test_an_index_built_locally_loads_under_the_server_backend(infinity: Infinit
     assert [h.id for h in e.search(q, top_k=5)[0]] == [h.id for h in local.search(q, top_k=5)[0]]
     np.testing.assert_allclose([h.score for h in e.search(q, top_k=5)[0]],
                                [h.score for h in local.search(q, top_k=5)[0]], atol=2e-3)
+
+
+@pytest.mark.parametrize("backend, demo", [pytest.param("openai", True, id="openai-demo"),
+                                           pytest.param("infinity", False, id="infinity-normal")])
+def test_milvus_works_with_the_server_backends(infinity: InfinityServer, built_project: Path, tmp_path: Path,
+                                               backend: str, demo: bool) -> None:
+    """Milvus Lite filled through an HTTP embedding backend, in demo and in normal mode, answers
+    like the local model with FAISS."""
+    import shutil
+
+    shutil.copytree(built_project.parent, tmp_path / "p")
+    path = tmp_path / "p" / "parameter.yaml"
+    milvus = {"index_backend": "milvus", "is_demo": demo, "collection_name": f"srv_{backend}",
+              "index_backend_configs": {"milvus": {"uri": str(tmp_path / "milvus.db")}}}
+    e = engine_for(path)
+    e.init(**backend_overrides(backend, infinity.url), **milvus)
+    if not demo:
+        e.embed(progress=False)
+    assert e.index()["documents"] == 30
+    local = engine_for(built_project)
+    local.init()
+    queries = ["what causes tides", "how vaccines train the immune system"]
+    assert [[h.id for h in hits] for hits in e.search(queries, top_k=5)] == \
+        [[h.id for h in hits] for hits in local.search(queries, top_k=5)]
