@@ -290,7 +290,10 @@ def write_report(path: Path, queries: list[str], raw_dense: dict, raw_bm25: dict
         " (UltraRAG 15.7 s); peak server memory below 900 MB (UltraRAG 1.8 GB).",
         "",
     ]
-    path.write_text("\n".join(lines))
+    # This run owns the top of the file; the sections of the other benches (## headings) stay.
+    old = path.read_text() if path.exists() else ""
+    rest = old[old.index("\n## ") + 1:] if "\n## " in old else ""
+    path.write_text("\n".join(lines) + ("\n" + rest if rest else ""))
 
 
 if __name__ == "__main__":
