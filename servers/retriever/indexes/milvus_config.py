@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .milvus import NAME_PATTERN, MilvusFields
+from .milvus_client import NAME_PATTERN, MilvusFields
 
 
 class _Model(BaseModel):
