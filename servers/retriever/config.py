@@ -207,7 +207,7 @@ class Config(_Model):
     index_backend: Literal["faiss", "milvus"] = "faiss"
     index_backend_configs: IndexBackendConfigs = IndexBackendConfigs()
     hybrid: HybridConfig = HybridConfig()
-    batch_size: int = Field(16, ge=1)  # the fastest on a 2-core CPU (bench/RESULTS.md, embedding speed)
+    batch_size: int = Field(64, ge=1)
     top_k: int = Field(5, ge=1)
     gpu_ids: str | int | None = None
     query_instruction: str = ""
