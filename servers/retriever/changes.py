@@ -97,10 +97,9 @@ def _batches(s: Session, vectors: np.ndarray) -> Iterator[tuple[list[Document], 
     for start in range(0, store.n_base, chunk):
         rows = [r for r in range(start, min(start + chunk, store.n_base)) if store.live[r]]
         yield [store.get(r) for r in rows], np.asarray(vectors[rows], dtype=np.float32)
-    log = store.log
-    live = [i for i in range(len(log.docs)) if store.live[store.n_base + i]]
-    if live and log.vectors is not None:
-        yield [log.docs[i] for i in live], log.vectors[live]
+    docs, vectors = store.live_added()
+    if docs and vectors is not None:
+        yield docs, vectors
 
 
 def _demo_batches(s: Session, embedder: Embedder) -> Iterator[tuple[list[Document], np.ndarray]]:

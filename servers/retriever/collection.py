@@ -106,6 +106,12 @@ class Collection:
     def live_rows(self) -> np.ndarray:
         return np.flatnonzero(self.live)
 
+    def live_added(self) -> tuple[list[Document], np.ndarray | None]:
+        """The added documents still live, with their vectors (None without an embedder)."""
+        live = np.flatnonzero(self.live[self.n_base:])
+        vectors = self.log.vectors[live] if self.log.vectors is not None else None
+        return [self.log.docs[i] for i in live.tolist()], vectors
+
     def mask(self, f: Filter) -> np.ndarray:
         """Live rows that pass the filter (the corpus part is cached by the corpus store)."""
         base = self.base.mask(f) if self.base is not None else np.empty(0, bool)

@@ -215,8 +215,8 @@ class Retriever:
         f = None if filters is None else parse_filter(filters)
         found = s.dense.search_hits(vectors, check_top_k(pick(top_k, s.config.top_k)), f)  # type: ignore[attr-defined]
         scale = self._dense_scaler(s) if scale_score else None
-        return [[replace(h, score=scale(h.score)) if scale else h for h in hits
-                 if threshold is None or (scale(h.score) if scale else h.score) >= threshold] for hits in found]
+        scored = [[replace(h, score=scale(h.score)) for h in hits] for hits in found] if scale else found
+        return [[h for h in hits if threshold is None or h.score >= threshold] for hits in scored]
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None, score_threshold: float | None = None,

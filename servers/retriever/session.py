@@ -143,10 +143,9 @@ def load_milvus(s: Session, warnings: list[str]) -> MilvusIndex | None:
     if info.get("log_generation", 0) != log_.generation:
         warnings.append(f"Milvus collection {store.collection!r} predates the last add or delete; brought up to date")
         log.warning(warnings[-1])
-        live = [i for i, d in enumerate(log_.docs) if s.store.live[s.store.n_base + i]]
+        docs, vectors = s.store.live_added()
         dead = {s.store.ids[r] for r in log_.deleted.tolist()} - set(s.store.row_of)
-        vectors = log_.vectors[live] if log_.vectors is not None and live else None
-        index = index.apply([log_.docs[i] for i in live], vectors, sorted(dead), s.store.row_of, log_.generation)
+        index = index.apply(docs, vectors, sorted(dead), s.store.row_of, log_.generation)
     return index
 
 
