@@ -74,7 +74,8 @@ def test_top_k_beyond_the_corpus_returns_each_document_once(mcp_built: MCP, buil
 @pytest.mark.parametrize("top_k", [0, -3])
 @pytest.mark.parametrize("tool", ["retriever_search", "bm25_search"])
 def test_top_k_below_one_is_an_error(mcp_built: MCP, tool: str, top_k: int) -> None:
-    assert "top_k must be an integer >= 1" in mcp_built.error(tool, {"query_list": Q, "top_k": top_k})
+    message = mcp_built.error(tool, {"query_list": Q, "top_k": top_k})
+    assert "top_k" in message and "greater than or equal to 1" in message
 
 
 @pytest.mark.parametrize(

@@ -314,4 +314,4 @@ def test_mcp_errors_name_what_to_do(tavily: FakeProvider, monkeypatch: pytest.Mo
     bad = MCP(Retriever(config_for(tavily, api_key="sk-wrong-key-551")))
     text = bad.error("retriever_tavily_search", {"query_list": ["a"], "retrieve_thread_num": 2})
     assert "TAVILY_API_KEY" in text and "sk-wrong-key-551" not in text
-    assert "top_k must be" in bad.error("retriever_tavily_search", {"query_list": ["a"], "top_k": 0})
+    assert "top_k: Input should be greater than or equal to 1" in bad.error("retriever_tavily_search", {"query_list": ["a"], "top_k": 0})

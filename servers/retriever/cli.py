@@ -49,13 +49,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .server import build_server
 
     engine = _retriever(args)
+    engine.shared = args.transport == "http"  # one session serves every HTTP client
     if args.init:
         engine.init()
-    server = build_server(engine)
+    server = build_server(engine, read_only=True if args.read_only else None)
     if args.transport == "stdio":
         server.run("stdio", show_banner=False)
-    else:
-        server.run("http", host=args.host, port=args.port, show_banner=False)
+        return 0
+    from starlette.middleware import Middleware
+
+    from .http_guard import HTTPGuard, is_loopback, load_tokens
+
+    cfg = engine.base_config
+    tokens = load_tokens(cfg)
+    if not tokens and not is_loopback(args.host):
+        raise RetrieverError(f"--host {args.host} is not loopback: set bearer tokens first "
+                             f"(${cfg.security.http.tokens_env}, or security.http.tokens_file)")
+    h = cfg.security.http
+    guard = Middleware(HTTPGuard, tokens=tokens, host=args.host, port=args.port, allowed_hosts=h.allowed_hosts,
+                       allowed_origins=h.allowed_origins, max_bytes=cfg.limits.max_request_bytes)
+    log.info("serving streamable HTTP on %s:%d (%s)", args.host, args.port,
+             f"{len(tokens)} bearer token(s)" if tokens else "no token: loopback only")
+    server.run("http", host=args.host, port=args.port, show_banner=False, middleware=[guard],
+               host_origin_protection=False)  # HTTPGuard checks Host and Origin itself
     return 0
 
 
@@ -182,6 +198,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--init", action="store_true", help="call retriever_init at start-up")
+    s.add_argument("--read-only", action="store_true",
+                   help="serve no write tool (embed, index, bm25_index, add, delete); also security.read_only")
     s.set_defaults(fn=cmd_serve)
 
     s = add("index", "embed, index and BM25-index the corpus from the YAML (headless)")

@@ -46,7 +46,8 @@ def _none_as_empty(value: Any) -> Any:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # allow_inf_nan=False: NaN or infinity in any float (YAML or tool argument) is an error
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 class STEncode(_Model):
@@ -131,16 +132,16 @@ class HybridConfig(_Model):
     """Dense + BM25 fusion (an extension of the UltraRAG keys)."""
 
     fusion: Literal["rrf", "convex"] = "rrf"
-    rrf_k: float = Field(60, ge=0)
+    rrf_k: float = Field(60, ge=0, le=1e6)
     vector_weight: float = Field(0.5, ge=0, le=1)  # the dense share; BM25 gets the rest
     candidate_depth: int = Field(1000, ge=1)  # how deep each retriever searches before fusing (bench/HYBRID_TUNING.md)
 
 
-COLLECTION_NAME = re.compile(r"^[A-Za-z0-9_]{1,255}$")
+COLLECTION_NAME = re.compile(r"[A-Za-z0-9_]{1,255}")  # used with fullmatch: "abc\n" is refused
 
 
 def _collection_name(value: str) -> str:
-    if value and not COLLECTION_NAME.match(value):
+    if value and not COLLECTION_NAME.fullmatch(value):
         raise ValueError(f"collection names use only letters, digits and _ (at most 255), got {value!r}")
     return value
 
@@ -193,6 +194,35 @@ class WebsearchConfigs(_Model):
 WebProvider = Literal["exa", "tavily", "zhipuai"]
 
 
+class HTTPSecurity(_Model):
+    """`retriever serve --transport http`: who may call, from where (see README, Security)."""
+
+    tokens_env: str = "RETRIEVER_HTTP_TOKENS"  # bearer tokens, comma-separated; several allow rotation
+    tokens_file: ResolvedPath | None = None  # or a file with one token per line
+    allowed_hosts: list[str] = []  # Host header values besides loopback names and the bind address
+    allowed_origins: list[str] = []  # browser origins besides http(s)://localhost / 127.0.0.1 on any port
+    client_init: bool = False  # true: HTTP clients may call retriever_init with settings other than these
+
+
+class SecurityConfig(_Model):
+    """What a client (a tool call) may reach. The operator (this file, the command line) is trusted."""
+
+    allowed_paths: list[ResolvedPath] = []  # roots for paths in tool calls, besides this file's folder and
+    #                                         the index folders configured here
+    client_endpoints: bool = False  # true: tool calls may set URLs, URIs, tokens and keys
+    read_only: bool = False  # true: the write tools (embed, index, add, delete, ...) are not served
+    http: HTTPSecurity = HTTPSecurity()
+
+
+class LimitsConfig(_Model):
+    """Bounds on one call, whoever makes it."""
+
+    max_queries: int = Field(10000, ge=1)  # queries in one call (all groups of a batch together)
+    max_results: int = Field(2_000_000, ge=1)  # queries x depth (top_k, or candidate_depth for fused searches)
+    max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # the JSON of one call's arguments
+    max_documents: int = Field(10000, ge=1)  # documents in one retriever_add
+
+
 class Config(_Model):
     model_name_or_path: str = ""
     # null or "": no corpus file, a collection filled by retriever_add
@@ -220,6 +250,8 @@ class Config(_Model):
     # Web search (active): retriever_websearch's default provider and each provider's options.
     websearch_backend: WebProvider | None = None
     websearch_backend_configs: Annotated[WebsearchConfigs, BeforeValidator(_none_as_empty)] = WebsearchConfigs()
+    security: Annotated[SecurityConfig, BeforeValidator(_none_as_empty)] = SecurityConfig()
+    limits: Annotated[LimitsConfig, BeforeValidator(_none_as_empty)] = LimitsConfig()
 
     def resolved_model(self) -> str:
         """The model folder: the packaged MiniLM for an empty value or a MiniLM alias."""
@@ -273,9 +305,19 @@ def _describe(err: dict[str, Any]) -> str:
         owner = _model_at(loc)
         valid = ", ".join(owner.model_fields) if owner else "?"
         return f"unknown key '{path}'; valid keys here: {valid}"
-    if "api_key" in path:  # a secret is never echoed
-        return f"'{path}': {err['msg']}"
-    return f"'{path}': {err['msg']} (got {err.get('input')!r})"
+    value = err.get("input")
+    if _secret_path(path) or isinstance(value, (dict, list)) or (
+            isinstance(value, str) and err["type"] in ("model_type", "dict_type", "model_attributes_type")):
+        # never echo a secret, nor a value given where a section was expected (it may be a key)
+        return f"'{path}': {err['msg']} (got a {type(value).__name__})"
+    return f"'{path}': {err['msg']} (got {value!r})"
+
+
+SECRET_KEYS = ("api_key", "token", "tokens")
+
+
+def _secret_path(path: str) -> bool:
+    return any(part in SECRET_KEYS for part in path.split("."))
 
 
 def validate_config(data: Any, source: str, base_dir: Path | None = None) -> Config:

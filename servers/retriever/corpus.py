@@ -33,6 +33,9 @@ def parse_record(raw: bytes | str, row: int, where: str) -> Document:
         rec = json.loads(raw)
     except json.JSONDecodeError as e:
         raise CorpusError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{where}: not UTF-8 (byte 0x{e.object[e.start]:02x} at column {e.start + 1}); "
+                          "convert the file to UTF-8") from None
     if not isinstance(rec, dict):
         raise CorpusError(f"{where}: a record must be a JSON object, got {type(rec).__name__}")
     if "contents" in rec:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from .corpus import DocStore
 from .embedders import Embedder
 from .errors import AlreadyExistsError, ConfigError, IndexMismatchError
 from .memory import bulk_allocations
-from .persist import FORMAT_VERSION, atomic_write_text, check_manifest
+from .persist import FORMAT_VERSION, atomic_write_text, check_manifest, remove_temporaries, temp_name
 
 
 def sidecar(path: Path) -> Path:
@@ -40,7 +39,9 @@ def write_embeddings(
     from tqdm import tqdm
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    for leftover in (path, sidecar(path)):  # writes killed before their rename (SIGKILL runs no `finally`)
+        remove_temporaries(leftover)
+    tmp = temp_name(path)
     n = len(docs)
     # Shortest first across the whole corpus, so each batch pads to similar lengths; each
     # chunk's rows are written back to their own places.

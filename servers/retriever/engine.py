@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,17 @@ from .embedfile import open_embeddings, write_embeddings
 from .errors import (
     AlreadyExistsError,
     IndexMismatchError,
+    LimitError,
     IndexMissingError,
     InvalidInputError,
     NotInitializedError,
     NotYetSupportedError,
 )
+from .limits import chunked
 from .fanout import fanout_search
 from .filters import parse as parse_filter
+from .guard import allowed_roots, check_client_config, check_path
+from .locks import collection_lock
 from .fusion import SCALERS
 from .hybrid import Fused, RowRanking, fused_hits, fused_rows, hybrid_options, max_fused_score
 from .indexes import index_backend
@@ -58,9 +63,10 @@ RowRankings = tuple[Sequence[np.ndarray], Sequence[np.ndarray]]  # per query: ro
 
 
 class Retriever:
-    def __init__(self, config: Config | None = None, base_dir: Path | None = None) -> None:
+    def __init__(self, config: Config | None = None, base_dir: Path | None = None, shared: bool = False) -> None:
         self.base_config = config or Config()
         self.base_dir = base_dir
+        self.shared = shared  # served to many clients (HTTP): retriever_init may not change the settings
         self.session: Session | None = None
         self._write_lock = threading.Lock()  # one build at a time; searches never wait on it
         self._others: dict[str, Session] = {}  # other collections opened by fan-out searches
@@ -84,6 +90,7 @@ class Retriever:
         that do not match."""
         with self._write_lock:
             cfg = self.base_config.with_overrides(overrides, self.base_dir)
+            check_client_config(self.base_config, cfg, self.base_dir, http=self.shared)
             if overrides.get("corpus_path") is None:
                 cfg = recorded_corpus(cfg)
             if cfg.is_demo and cfg.index_backend != "milvus":
@@ -118,9 +125,27 @@ class Retriever:
 
     def _need_embedder(self, tool: str) -> tuple[Session, Embedder]:
         s = self.need(tool)
+        return s, self._embedder_of(s, tool)
+
+    @staticmethod
+    def _embedder_of(s: Session, tool: str) -> Embedder:
         if s.embedder is None:
             raise NotYetSupportedError(f"{tool}: backend is 'bm25', which has no embedder; use bm25_search")
-        return s, s.embedder
+        return s.embedder
+
+    @contextmanager
+    def _writing(self, tool: str) -> Iterator[Session]:
+        """The current session, for a write: this process's write lock, the collection's lock
+        across processes, and the session brought up to date if another process changed the
+        collection since it was opened (so no acknowledged write of theirs is lost)."""
+        with self._write_lock:
+            s = self.need(tool)
+            with collection_lock(s.config.paths().docs):
+                on_disk = read_manifest(s.config.paths().docs)
+                if (on_disk or {}).get("generation", 0) != s.store.log.generation:
+                    log.warning("%s: the collection was changed by another process; reloading it first", tool)
+                    s = self.session = open_session(s.config, s.embedder)
+                yield s
 
     def _publish(self, s: Session, **changes: Any) -> None:
         """Swap in a session with new indexes (a single attribute store: atomic for readers).
@@ -132,10 +157,10 @@ class Retriever:
     def embed(self, embedding_path: str | None = None, overwrite: bool | None = None,
               progress: bool = True) -> dict[str, Any]:
         """Embed the corpus a chunk at a time into an .npy file (refuses to overwrite by default)."""
-        with self._write_lock:
-            s, embedder = self._need_embedder("retriever_embed")
+        with self._writing("retriever_embed") as s:
+            embedder = self._embedder_of(s, "retriever_embed")
             cfg = s.config
-            path = self._path(embedding_path, cfg.paths().embedding)
+            path = self._path(embedding_path, cfg.paths().embedding, "embedding_path")
             docs = _need_corpus(s, "retriever_embed")
             chunk = cfg.backend_configs.sentence_transformers.sentence_transformers_encode.encode_chunk_size
             manifest = dense_manifest(docs, embedder)
@@ -147,7 +172,7 @@ class Retriever:
         """Whether the embedding file exists and matches this corpus and model."""
         s, embedder = self._need_embedder("retriever_index")
         try:
-            open_embeddings(self._path(embedding_path, s.config.paths().embedding), dense_manifest(s.docs, embedder))
+            open_embeddings(self._path(embedding_path, s.config.paths().embedding, "embedding_path"), dense_manifest(s.docs, embedder))
         except IndexMismatchError:
             return False
         return True
@@ -155,21 +180,21 @@ class Retriever:
     def index(self, embedding_path: str | None = None, overwrite: bool | None = None,
               index_path: str | None = None) -> dict[str, Any]:
         """Build the vector index from the embedding file and publish it atomically."""
-        with self._write_lock:
-            s, embedder = self._need_embedder("retriever_index")
+        with self._writing("retriever_index") as s:
+            embedder = self._embedder_of(s, "retriever_index")
             if s.config.index_backend == "milvus":
                 vectors = None if s.config.is_demo else open_embeddings(
-                    self._path(embedding_path, s.config.paths().embedding),
+                    self._path(embedding_path, s.config.paths().embedding, "embedding_path"),
                     dense_manifest(_need_corpus(s, "retriever_index"), embedder))
                 self.session, report = changes.index_milvus(s, embedder, vectors, pick(overwrite, s.config.overwrite))
                 return report
             fcfg = s.config.index_backend_configs.faiss
-            folder = self._path(index_path, s.config.paths().faiss)
+            folder = self._path(index_path, s.config.paths().faiss, "index_path")
             _need_corpus(s, "retriever_index")
             if read_manifest(folder) is not None and not pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"an index exists at {folder}; pass overwrite=true to rebuild it")
             expected = dense_manifest(s.docs, embedder)
-            vectors = open_embeddings(self._path(embedding_path, s.config.paths().embedding), expected)
+            vectors = open_embeddings(self._path(embedding_path, s.config.paths().embedding, "embedding_path"), expected)
             index = index_backend(s.config).build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu)
             remember_corpus(s.config)
             index.save(folder, expected)
@@ -198,14 +223,20 @@ class Retriever:
         `filters` (see filters.py) limits the candidates before the top k is taken."""
         s, embedder = self._need_embedder("retriever_search")
         queries = as_queries(query_list)
+        k = check_top_k(pick(top_k, s.config.top_k))
         if s.config.is_demo:
-            return self._demo_search(s, embedder, queries, top_k, query_instruction, score_threshold, scale_score,
-                                     filters)
-        rows, scores = self._dense_rows(s, embedder, queries, check_top_k(pick(top_k, s.config.top_k)),
-                                        query_instruction, candidates(s, filters))
-        return build_hits(s.store, rows, scores, self._dense_scaler(s) if scale_score else None, score_threshold)
+            return chunked(lambda qs: self._demo_search(s, embedder, qs, k, query_instruction, score_threshold,
+                                                        scale_score, filters), queries, s.config.limits, k)
+        allowed = candidates(s, filters)
+        scale = self._dense_scaler(s) if scale_score else None
 
-    def _demo_search(self, s: Session, embedder: Embedder, queries: list[str], top_k: int | None,
+        def one(qs: list[str]) -> list[list[Hit]]:
+            rows, scores = self._dense_rows(s, embedder, qs, k, query_instruction, allowed)
+            return build_hits(s.store, rows, scores, scale, score_threshold)
+
+        return chunked(one, queries, s.config.limits, k)
+
+    def _demo_search(self, s: Session, embedder: Embedder, queries: list[str], top_k: int,
                      query_instruction: str | None, threshold: float | None, scale_score: bool,
                      filters: dict[str, Any] | None) -> list[list[Hit]]:
         """Demo mode: hits straight from Milvus, with the text and metadata it stored."""
@@ -213,7 +244,7 @@ class Retriever:
             raise IndexMissingError("the Milvus collection does not exist yet; call retriever_index or retriever_add")
         vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
         f = None if filters is None else parse_filter(filters)
-        found = s.dense.search_hits(vectors, check_top_k(pick(top_k, s.config.top_k)), f)  # type: ignore[attr-defined]
+        found = s.dense.search_hits(vectors, top_k, f)  # type: ignore[attr-defined]
         scale = self._dense_scaler(s) if scale_score else None
         scored = [[replace(h, score=scale(h.score)) for h in hits] for hits in found] if scale else found
         return [[h for h in hits if threshold is None or h.score >= threshold] for hits in scored]
@@ -229,8 +260,7 @@ class Retriever:
     # ---- BM25 ------------------------------------------------------------------------------
 
     def bm25_index(self, overwrite: bool | None = None, progress: bool = True) -> dict[str, Any]:
-        with self._write_lock:
-            s = self.need("bm25_index")
+        with self._writing("bm25_index") as s:
             if s.config.is_demo:
                 raise NotYetSupportedError("demo mode keeps the documents only in Milvus; BM25 and hybrid search "
                                            "need a corpus here: set is_demo: false")
@@ -257,25 +287,32 @@ class Retriever:
                     filters: dict[str, Any] | None = None) -> list[list[Hit]]:
         """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
         s = self.need("bm25_search")
-        rows, scores = self._bm25_rows(s, as_queries(query_list), check_top_k(pick(top_k, s.config.top_k)),
-                                       candidates(s, filters))
-        return build_hits(s.store, rows, scores, SCALERS["bm25"] if scale_score else None, score_threshold)
+        queries = as_queries(query_list)
+        k = check_top_k(pick(top_k, s.config.top_k))
+        allowed = candidates(s, filters)
+
+        def one(qs: list[str]) -> list[list[Hit]]:
+            rows, scores = self._bm25_rows(s, qs, k, allowed)
+            return build_hits(s.store, rows, scores, SCALERS["bm25"] if scale_score else None, score_threshold)
+
+        return chunked(one, queries, s.config.limits, k)
 
     # ---- documents: add (upsert) and delete ----------------------------------------------------
 
     def add(self, documents: list[dict[str, Any]], progress: bool = False) -> dict[str, Any]:
         """Add documents (an id that exists is replaced), embedded with the session's model and
         searchable at once (see changes.py)."""
-        with self._write_lock:
-            s = self.need("retriever_add")
+        if isinstance(documents, list) and len(documents) > self.config.limits.max_documents:
+            raise LimitError(f"retriever_add: {len(documents)} documents in one call, the limit is "
+                             f"{self.config.limits.max_documents} (limits.max_documents); send them in batches")
+        with self._writing("retriever_add") as s:
             self.session, report = changes.add(s, parse_documents(documents), progress)
             return report
 
     def delete(self, ids: Sequence[str] | None = None, filters: dict[str, Any] | None = None,
                progress: bool = False) -> dict[str, Any]:
         """Delete documents by id and/or by filter; unknown ids are reported, not an error."""
-        with self._write_lock:
-            s = self.need("retriever_delete")
+        with self._writing("retriever_delete") as s:
             if ids is None and filters is None:
                 raise InvalidInputError("retriever_delete needs ids, filters or both")
             f = None if filters is None else parse_filter(filters)
@@ -319,9 +356,14 @@ class Retriever:
         k = check_top_k(pick(top_k, s.config.top_k))
         h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
                            candidate_depth=candidate_depth)
-        fused = self._hybrid_rows(s, embedder, queries, h, k, query_instruction, candidates(s, filters))
+        allowed = candidates(s, filters)
         best = max_fused_score(h.fusion, [h.vector_weight, 1.0 - h.vector_weight], h.rrf_k)
-        return fused_hits(s.store, fused, best if scale_score else None, score_threshold)
+
+        def one(qs: list[str]) -> list[list[Hit]]:
+            fused = self._hybrid_rows(s, embedder, qs, h, k, query_instruction, allowed)
+            return fused_hits(s.store, fused, best if scale_score else None, score_threshold)
+
+        return chunked(one, queries, s.config.limits, max(k, h.candidate_depth))
 
     def hybrid_batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                             **options: Any) -> list[list[list[Hit]]]:
@@ -372,6 +414,11 @@ class Retriever:
         """Per query, rows and scores `h.candidate_depth` deep with `mode` (dense, bm25 or hybrid)."""
         if mode not in ("dense", "bm25", "hybrid"):
             raise InvalidInputError(f"mode must be one of ['bm25', 'dense', 'hybrid'], got {mode!r}")
+        return chunked(lambda qs: self._rankings(s, mode, qs, h, query_instruction, allowed), queries,
+                       s.config.limits, h.candidate_depth)
+
+    def _rankings(self, s: Session, mode: str, queries: list[str], h: HybridConfig, query_instruction: str | None,
+                  allowed: Allowed) -> list[RowRanking]:
         if mode == "bm25":
             return list(zip(*self._bm25_rows(s, queries, h.candidate_depth, allowed)))
         if s.embedder is None:
@@ -383,11 +430,13 @@ class Retriever:
 
     # ---- helpers ---------------------------------------------------------------------------
 
-    def _path(self, given: str | None, default: Path) -> Path:
+    def _path(self, given: str | None, default: Path, what: str = "path") -> Path:
+        """A path from a call (relative: against the YAML's folder), inside the allowed roots."""
         if not given:
             return default
         path = Path(given)
-        return path if path.is_absolute() or self.base_dir is None else self.base_dir / path
+        path = path if path.is_absolute() or self.base_dir is None else self.base_dir / path
+        return check_path(path, allowed_roots(self.base_config, self.base_dir), what)
 
 
 def _need_corpus(s: Session, tool: str) -> DocStore:

@@ -51,3 +51,20 @@ class InvalidInputError(RetrieverError):
 
 class EmbeddingServerError(RetrieverError):
     """An embedding server failed or answered wrongly (after retries); names the server and status."""
+
+
+class ForbiddenError(RetrieverError):
+    """A client asked for what the operator did not allow: a path outside the allowed roots, an
+    endpoint or key from a tool call, a setting only parameter.yaml may change."""
+
+
+class LimitError(RetrieverError):
+    """A call asks for more work than `limits` in parameter.yaml allows."""
+
+
+class BusyError(RetrieverError):
+    """Another process is writing to the same collection."""
+
+
+class CancelledWork(RetrieverError):
+    """The caller cancelled the request (or went away); the rest of its work was dropped."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidInputError, RetrieverError
+from .errors import CancelledWork, InvalidInputError, RetrieverError
 from .fusion import rrf
 from .hybrid import RowRanking, hybrid_options, max_fused_score, source_of
 from .results import as_queries, check_top_k, pick
@@ -44,6 +44,8 @@ def fanout_search(engine: Retriever, query_list: str | Sequence[str], collection
         try:
             cs = engine.collection_session(name)
             answered[name] = (cs, engine.rankings(cs, mode, queries, h, query_instruction, candidates(cs, filters)))
+        except CancelledWork:
+            raise
         except RetrieverError as e:
             errors[name] = str(e)
     if not answered:

@@ -1,313 +1,294 @@
-"""The MCP layer: thin tools over the engine, nothing else.
-
-Replies are lean. The result travels once, as `structuredContent`; a small result (under
-`TEXT_COPY_LIMIT` bytes of JSON) is also given as compact JSON text for clients that read only
-text, as the MCP spec suggests, while a large one (a batch of passages) gets a one-line note
-instead of a second copy. `return_text=false` drops the passages and keeps ids and scores.
-"""
+"""The MCP layer: thin tools over the engine, nothing else. Every parameter is described
+(params.py), every tool annotated; errors become tool errors in one middleware; replies are
+built in replies.py; the web tools are a server of their own (server_web.py), mounted."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import json
 import logging
+import threading
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
+from fastmcp.exceptions import ValidationError as ArgumentError
+from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
-from mcp.types import TextContent
+from mcp.types import ToolAnnotations
+from pydantic import Field, ValidationError
 
 from .engine import Retriever
 from .errors import RetrieverError
-from .server_web import register_web_tools
-from .types import Hit
+from .guard import FROM_CLIENT
+from .limits import CANCEL
+from .params import (
+    RRFK,
+    BatchQueries,
+    CandidateDepth,
+    Collections,
+    Documents,
+    EmbeddingPath,
+    Filters,
+    Fusion,
+    Ids,
+    IndexPath,
+    Mode,
+    Overwrite,
+    Queries,
+    QueryInstruction,
+    QuestionList,
+    ReturnMetadata,
+    ReturnText,
+    ScaleScore,
+    ScoreThreshold,
+    TopK,
+    VectorWeight,
+)
+from .replies import format_batch, format_hits, reply
+from .server_web import build_web_server
 
 log = logging.getLogger(__name__)
-TEXT_COPY_LIMIT = 64 * 1024
-F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
-def format_hits(results: list[list[Hit]], return_text: bool = True, return_metadata: bool = False,
-                fused: bool = False) -> dict[str, Any]:
-    """UltraRAG's `ret_psg` plus `ret_ids` and `ret_scores` in the same nesting; for a fused search
-    also `ret_sources` (empty when no hit is left), so every reply of a tool has the same keys."""
-    out: dict[str, Any] = {}
-    if return_text:
-        out["ret_psg"] = [[h.text for h in hits] for hits in results]
-    out["ret_ids"] = [[h.id for h in hits] for hits in results]
-    out["ret_scores"] = [[round(h.score, 6) for h in hits] for hits in results]
-    if return_metadata:
-        out["ret_meta"] = [[h.metadata for h in hits] for hits in results]
-    if fused:
-        names = next((list(h.sources) for hits in results for h in hits if h.sources), [])
-        out["ret_sources"] = {name: _source_columns(results, name) for name in names}
-    return out
+async def run(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """`fn` on a worker thread; if the request is cancelled (the client gave up or went away),
+    the work stops at its next chunk of queries (limits.py) instead of running on unseen."""
+    event = threading.Event()
+    ctx = contextvars.copy_context()
+    ctx.run(CANCEL.set, event)
+    ctx.run(FROM_CLIENT.set, True)  # paths, endpoints and settings from a client are checked (guard.py)
+    future = asyncio.get_running_loop().run_in_executor(None, functools.partial(ctx.run, fn, *args, **kwargs))
+    try:
+        return await future
+    except asyncio.CancelledError:
+        event.set()
+        log.info("%s: request cancelled; its remaining work is dropped", getattr(fn, "__name__", "call"))
+        raise
 
 
-def _source_columns(results: list[list[Hit]], name: str) -> dict[str, list[list[Any]]]:
-    """Per retriever, its rank and score of each fused hit (null where it did not find it), in
-    the nesting of ret_ids: columns keep a large reply small."""
-    cells = [[(h.sources or {}).get(name) for h in hits] for hits in results]
-    return {
-        "rank": [[c[0] if c else None for c in row] for row in cells],
-        "score": [[round(c[1], 6) if c else None for c in row] for row in cells],
-    }
+class ToolErrors(Middleware):
+    """Every failure of a tool call becomes a tool error with a message, in one place: our errors
+    with theirs, anything else as an internal error (logged with its traceback on stderr). Calls
+    whose arguments are over limits.max_request_bytes are refused before they run."""
 
+    def __init__(self, engine: Retriever) -> None:
+        self.engine = engine
 
-def format_batch(groups: list[list[list[Hit]]], return_text: bool = True, return_metadata: bool = False,
-                 fused: bool = False) -> dict[str, Any]:
-    """`ret_psg_ls` (and `ret_ids_ls`, `ret_scores_ls`): one more level, one entry per group."""
-    per_group = [format_hits(g, return_text, return_metadata, fused) for g in groups]
-    keys = per_group[0].keys() if per_group else ()
-    return {f"{k}_ls": [g[k] for g in per_group] for k in keys}
-
-
-def _passage_chars(payload: dict[str, Any]) -> int:
-    """Characters of passage text in a reply: a cheap lower bound of its JSON size."""
-    psg = payload.get("ret_psg") or [g for groups in payload.get("ret_psg_ls", []) for g in groups]
-    return sum(len(t) for hits in psg for t in hits)
-
-
-def reply(payload: dict[str, Any]) -> ToolResult:
-    """Structured content once; a JSON text copy only when it is small (see the module doc)."""
-    text = None
-    if _passage_chars(payload) <= TEXT_COPY_LIMIT:
-        text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-    if text is None or len(text) > TEXT_COPY_LIMIT:
-        text = f"results in structuredContent (keys: {', '.join(payload)}); not repeated as text to keep the reply lean"
-    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
-
-
-def tool_errors(fn: F) -> F:
-    """Our errors reach the client as tool errors with their message, nothing else."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
+        name = context.message.name
+        limit = self.engine.base_config.limits.max_request_bytes
+        size = len(json.dumps(context.message.arguments or {}, default=str))
+        if size > limit:
+            raise ToolError(f"{name}: the arguments are {size} bytes, over limits.max_request_bytes ({limit})")
         try:
-            return fn(*args, **kwargs)
+            return await call_next(context)
+        except ToolError:
+            raise
         except RetrieverError as e:
-            log.error("%s: %s", fn.__name__, e)
+            log.error("%s: %s", name, e)
             raise ToolError(str(e)) from e
+        except (ArgumentError, ValidationError, ValueError, TypeError) as e:
+            raise ToolError(f"{name}: invalid arguments: {_argument_problems(e)}") from e
+        except Exception as e:
+            log.exception("%s: unexpected error", name)
+            raise ToolError(f"{name}: internal error ({type(e).__name__}); the server log has the details") from e
 
-    return wrapper  # type: ignore[return-value]
+
+def _argument_problems(e: Exception) -> str:
+    """`top_k: Input should be greater than or equal to 1 (got 0)` per wrong argument."""
+    cause = e if isinstance(e, ValidationError) else e.__cause__
+    if not isinstance(cause, ValidationError):
+        return " ".join(str(e).split())
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                     + ("" if isinstance(err.get("input"), (dict, list)) else f" (got {err.get('input')!r})")
+                     for err in cause.errors())
 
 
-def build_server(engine: Retriever) -> FastMCP:
-    mcp = FastMCP("retriever", instructions=(
+READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+BUILD = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+WRITE_TOOLS = frozenset({"retriever_embed", "retriever_index", "bm25_index", "retriever_add", "retriever_delete"})
+
+
+def build_server(engine: Retriever, read_only: bool | None = None) -> FastMCP:
+    """The MCP server over `engine`. `read_only` (default: security.read_only in the YAML) leaves
+    out the tools that write (embed, index, bm25_index, add, delete)."""
+    read_only = engine.base_config.security.read_only if read_only is None else read_only
+    mcp = FastMCP("retriever", middleware=[ToolErrors(engine)], instructions=(
         "Dense, BM25 and hybrid search over a local corpus. Call retriever_init first. Search tools take "
         "`filters`: {'field': 'meta.<key>' or 'id', 'operator': '==', '!=', '>', '>=', '<', '<=', 'in' or "
         "'not in', 'value': ...} or {'operator': 'AND'|'OR'|'NOT', 'conditions': [...]}."))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_init(
-        model_name_or_path: str | None = None,
-        corpus_path: str | None = None,
-        embedding_path: str | None = None,
-        backend: str | None = None,
-        backend_configs: dict[str, Any] | None = None,
-        index_backend: str | None = None,
-        index_backend_configs: dict[str, Any] | None = None,
-        batch_size: int | None = None,
-        gpu_ids: str | int | None = None,
-        is_multimodal: bool | None = None,
-        is_demo: bool | None = None,
-        collection_name: str | None = None,
-        top_k: int | None = None,
-        query_instruction: str | None = None,
-        overwrite: bool | None = None,
-    ) -> ToolResult:
-        """Load the corpus, the embedding model and any saved indexes. Arguments override parameter.yaml."""
-        return reply(engine.init(
-            model_name_or_path=model_name_or_path, corpus_path=corpus_path, embedding_path=embedding_path,
-            backend=backend, backend_configs=backend_configs, index_backend=index_backend,
-            index_backend_configs=index_backend_configs, batch_size=batch_size, gpu_ids=gpu_ids,
-            is_multimodal=is_multimodal, is_demo=is_demo, collection_name=collection_name, top_k=top_k,
-            query_instruction=query_instruction, overwrite=overwrite,
-        ))
+    def tool(annotations: ToolAnnotations, title: str) -> Callable[[Callable[..., Any]], Any]:
+        def register(fn: Callable[..., Any]) -> Any:
+            if read_only and fn.__name__ in WRITE_TOOLS:
+                return fn
+            return mcp.tool(output_schema=None, annotations=annotations, title=title)(fn)
+        return register
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_embed(embedding_path: str | None = None, overwrite: bool | None = None) -> ToolResult:
+    @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False),
+          "Open a collection")
+    async def retriever_init(
+        model_name_or_path: Annotated[str | None, Field(description="Embedding model: a MiniLM alias or a path "
+                                                        "inside the allowed folders. Default: the YAML's.")] = None,
+        corpus_path: Annotated[str | None, Field(description="JSONL corpus inside the allowed folders "
+                                                 "('' = none: a collection filled by retriever_add).")] = None,
+        embedding_path: EmbeddingPath = None,
+        backend: Annotated[str | None, Field(description="sentence_transformers, openai, infinity or bm25.")] = None,
+        backend_configs: Annotated[dict[str, Any] | None, Field(
+            description="Per-backend settings, merged over the YAML's (URLs and keys only from the YAML).")] = None,
+        index_backend: Annotated[str | None, Field(description="faiss or milvus.")] = None,
+        index_backend_configs: Annotated[dict[str, Any] | None, Field(
+            description="Per-index-backend settings, merged over the YAML's (Milvus URIs and tokens only from "
+            "the YAML).")] = None,
+        batch_size: Annotated[int | None, Field(ge=1, description="Texts per embedding batch.")] = None,
+        gpu_ids: Annotated[str | int | None, Field(description="GPU ids, e.g. '0' (null: CPU).")] = None,
+        is_multimodal: Annotated[bool | None, Field(description="Accepted; not active in this release.")] = None,
+        is_demo: Annotated[bool | None, Field(description="Milvus demo mode: every document lives in "
+                                              "Milvus.")] = None,
+        collection_name: Annotated[str | None, Field(description="The collection: letters, digits and _ "
+                                                     "('' = the default one).")] = None,
+        top_k: TopK = None,
+        query_instruction: QueryInstruction = None,
+        overwrite: Overwrite = None,
+    ) -> ToolResult:
+        """Load the corpus, the embedding model and any saved indexes. Arguments override parameter.yaml
+        for this session (paths must stay inside the folders the server allows; over HTTP the operator's
+        settings cannot be changed unless the YAML allows it)."""
+        return reply(await run(
+            engine.init, model_name_or_path=model_name_or_path, corpus_path=corpus_path,
+            embedding_path=embedding_path, backend=backend, backend_configs=backend_configs,
+            index_backend=index_backend, index_backend_configs=index_backend_configs, batch_size=batch_size,
+            gpu_ids=gpu_ids, is_multimodal=is_multimodal, is_demo=is_demo, collection_name=collection_name,
+            top_k=top_k, query_instruction=query_instruction, overwrite=overwrite))
+
+    @tool(BUILD, "Embed the corpus")
+    async def retriever_embed(embedding_path: EmbeddingPath = None, overwrite: Overwrite = None) -> ToolResult:
         """Embed the corpus into an .npy file, a chunk at a time (progress on the server's stderr)."""
-        return reply(engine.embed(embedding_path, overwrite))
+        return reply(await run(engine.embed, embedding_path, overwrite))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_index(
-        embedding_path: str | None = None, overwrite: bool | None = None, index_path: str | None = None
-    ) -> ToolResult:
+    @tool(BUILD, "Build the dense index")
+    async def retriever_index(embedding_path: EmbeddingPath = None, overwrite: Overwrite = None,
+                              index_path: IndexPath = None) -> ToolResult:
         """Build the FAISS index from the embedding file and save it with its manifest."""
-        return reply(engine.index(embedding_path, overwrite, index_path))
+        return reply(await run(engine.index, embedding_path, overwrite, index_path))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_search(
-        query_list: list[str] | str,
-        top_k: int | None = None,
-        query_instruction: str | None = None,
-        score_threshold: float | None = None,
-        scale_score: bool = False,
-        filters: dict[str, Any] | None = None,
-        return_text: bool = True,
-        return_metadata: bool = False,
+    @tool(READ, "Dense search")
+    async def retriever_search(
+        query_list: Queries, top_k: TopK = None, query_instruction: QueryInstruction = None,
+        score_threshold: ScoreThreshold = None, scale_score: ScaleScore = False, filters: Filters = None,
+        return_text: ReturnText = True, return_metadata: ReturnMetadata = False,
     ) -> ToolResult:
-        """Dense search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first.
-        scale_score maps scores to 0..1 (cosine: (s+1)/2); score_threshold drops hits below it."""
-        hits = engine.search(query_list, top_k, query_instruction, score_threshold, scale_score, filters)
+        """Dense search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first."""
+        hits = await run(engine.search, query_list, top_k, query_instruction, score_threshold, scale_score, filters)
         return reply(format_hits(hits, return_text, return_metadata))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_batch_search(
-        batch_query_list: list[list[str] | str],
-        top_k: int | None = None,
-        query_instruction: str | None = None,
-        score_threshold: float | None = None,
-        scale_score: bool = False,
-        filters: dict[str, Any] | None = None,
-        return_text: bool = True,
-        return_metadata: bool = False,
+    @tool(READ, "Dense search, grouped")
+    async def retriever_batch_search(
+        batch_query_list: BatchQueries, top_k: TopK = None, query_instruction: QueryInstruction = None,
+        score_threshold: ScoreThreshold = None, scale_score: ScaleScore = False, filters: Filters = None,
+        return_text: ReturnText = True, return_metadata: ReturnMetadata = False,
     ) -> ToolResult:
         """Dense search for groups of queries. Returns ret_psg_ls, ret_ids_ls, ret_scores_ls."""
-        groups = engine.batch_search(batch_query_list, top_k, query_instruction, score_threshold, scale_score,
-                                     filters)
+        groups = await run(engine.batch_search, batch_query_list, top_k, query_instruction, score_threshold,
+                           scale_score, filters)
         return reply(format_batch(groups, return_text, return_metadata))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_hybrid_search(
-        query_list: list[str] | str,
-        top_k: int | None = None,
-        query_instruction: str | None = None,
-        fusion: Literal["rrf", "convex"] | None = None,
-        vector_weight: float | None = None,
-        rrf_k: float | None = None,
-        candidate_depth: int | None = None,
-        score_threshold: float | None = None,
-        scale_score: bool = False,
-        filters: dict[str, Any] | None = None,
-        return_text: bool = True,
-        return_metadata: bool = False,
+    @tool(READ, "Hybrid search")
+    async def retriever_hybrid_search(
+        query_list: Queries, top_k: TopK = None, query_instruction: QueryInstruction = None,
+        fusion: Fusion = None, vector_weight: VectorWeight = None, rrf_k: RRFK = None,
+        candidate_depth: CandidateDepth = None, score_threshold: ScoreThreshold = None,
+        scale_score: ScaleScore = False, filters: Filters = None, return_text: ReturnText = True,
+        return_metadata: ReturnMetadata = False,
     ) -> ToolResult:
-        """Dense + BM25 at once, fused (rrf: sum of w/(k+rank); convex: weighted min-max scores).
-        vector_weight is the dense share. Adds ret_sources: per hit, its rank and score in each retriever."""
-        hits = engine.hybrid_search(query_list, top_k, query_instruction, fusion, vector_weight, rrf_k,
-                                    candidate_depth, score_threshold, scale_score, filters)
+        """Dense + BM25 at once, fused. Adds ret_sources: per hit, its rank and score in each retriever."""
+        hits = await run(engine.hybrid_search, query_list, top_k, query_instruction, fusion, vector_weight, rrf_k,
+                         candidate_depth, score_threshold, scale_score, filters)
         return reply(format_hits(hits, return_text, return_metadata, fused=True))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_hybrid_batch_search(
-        batch_query_list: list[list[str] | str],
-        top_k: int | None = None,
-        query_instruction: str | None = None,
-        fusion: Literal["rrf", "convex"] | None = None,
-        vector_weight: float | None = None,
-        rrf_k: float | None = None,
-        candidate_depth: int | None = None,
-        score_threshold: float | None = None,
-        scale_score: bool = False,
-        filters: dict[str, Any] | None = None,
-        return_text: bool = True,
-        return_metadata: bool = False,
+    @tool(READ, "Hybrid search, grouped")
+    async def retriever_hybrid_batch_search(
+        batch_query_list: BatchQueries, top_k: TopK = None, query_instruction: QueryInstruction = None,
+        fusion: Fusion = None, vector_weight: VectorWeight = None, rrf_k: RRFK = None,
+        candidate_depth: CandidateDepth = None, score_threshold: ScoreThreshold = None,
+        scale_score: ScaleScore = False, filters: Filters = None, return_text: ReturnText = True,
+        return_metadata: ReturnMetadata = False,
     ) -> ToolResult:
         """Hybrid search for groups of queries. Returns ret_psg_ls, ret_ids_ls, ret_scores_ls, ret_sources_ls."""
-        groups = engine.hybrid_batch_search(
-            batch_query_list, top_k, query_instruction=query_instruction, fusion=fusion, vector_weight=vector_weight,
-            rrf_k=rrf_k, candidate_depth=candidate_depth, score_threshold=score_threshold, scale_score=scale_score,
-            filters=filters)
+        groups = await run(
+            engine.hybrid_batch_search, batch_query_list, top_k, query_instruction=query_instruction, fusion=fusion,
+            vector_weight=vector_weight, rrf_k=rrf_k, candidate_depth=candidate_depth,
+            score_threshold=score_threshold, scale_score=scale_score, filters=filters)
         return reply(format_batch(groups, return_text, return_metadata, fused=True))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_multi_query_search(
-        question_list: list[list[str] | str],
-        top_k: int | None = None,
-        mode: Literal["hybrid", "dense", "bm25"] = "hybrid",
-        query_instruction: str | None = None,
-        candidate_depth: int | None = None,
-        score_threshold: float | None = None,
-        scale_score: bool = False,
-        filters: dict[str, Any] | None = None,
-        return_text: bool = True,
-        return_metadata: bool = False,
+    @tool(READ, "Multi-query search")
+    async def retriever_multi_query_search(
+        question_list: QuestionList, top_k: TopK = None, mode: Mode = "hybrid",
+        query_instruction: QueryInstruction = None, candidate_depth: CandidateDepth = None,
+        score_threshold: ScoreThreshold = None, scale_score: ScaleScore = False, filters: Filters = None,
+        return_text: ReturnText = True, return_metadata: ReturnMetadata = False,
     ) -> ToolResult:
-        """Several phrasings per question: each searched with `mode`, fused with RRF into one ranking
-        per question. Returns ret_psg, ret_ids, ret_scores (one list per question) and ret_sources."""
-        hits = engine.multi_query_search(question_list, top_k, mode, query_instruction, candidate_depth,
-                                         score_threshold, scale_score, filters)
+        """Several phrasings per question, each searched with `mode`, fused with RRF into one ranking per
+        question. Returns ret_psg, ret_ids, ret_scores (one list per question) and ret_sources."""
+        hits = await run(engine.multi_query_search, question_list, top_k, mode, query_instruction, candidate_depth,
+                         score_threshold, scale_score, filters)
         return reply(format_hits(hits, return_text, return_metadata, fused=True))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_fanout_search(
-        query_list: list[str] | str,
-        collections: list[str],
-        top_k: int | None = None,
-        mode: Literal["hybrid", "dense", "bm25"] = "hybrid",
-        query_instruction: str | None = None,
-        candidate_depth: int | None = None,
-        score_threshold: float | None = None,
-        scale_score: bool = False,
-        filters: dict[str, Any] | None = None,
-        return_text: bool = True,
-        return_metadata: bool = False,
+    @tool(READ, "Search several collections")
+    async def retriever_fanout_search(
+        query_list: Queries, collections: Collections, top_k: TopK = None, mode: Mode = "hybrid",
+        query_instruction: QueryInstruction = None, candidate_depth: CandidateDepth = None,
+        score_threshold: ScoreThreshold = None, scale_score: ScaleScore = False, filters: Filters = None,
+        return_text: ReturnText = True, return_metadata: ReturnMetadata = False,
     ) -> ToolResult:
-        """One search over several collections ("" = the default one), each with `mode`, fused with RRF
-        into one list per query. Adds ret_collections (each hit's collection), ret_sources (its rank and
-        score in each collection) and errors ({collection: message} for those that failed)."""
-        hits, errors = engine.fanout_search(
-            query_list, collections, top_k=top_k, mode=mode, query_instruction=query_instruction,
+        """One search over several collections, each with `mode`, fused with RRF into one list per query.
+        Adds ret_collections (each hit's collection), ret_sources (its rank and score in each collection) and
+        errors ({collection: message} for those that failed)."""
+        hits, errors = await run(
+            engine.fanout_search, query_list, collections, top_k=top_k, mode=mode, query_instruction=query_instruction,
             candidate_depth=candidate_depth, filters=filters, score_threshold=score_threshold, scale_score=scale_score)
         out = format_hits(hits, return_text, return_metadata, fused=True)
         out["ret_collections"] = [[h.collection for h in row] for row in hits]
         return reply({**out, "errors": errors})
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def bm25_index(overwrite: bool | None = None) -> ToolResult:
+    @tool(BUILD, "Build the BM25 index")
+    async def bm25_index(overwrite: Overwrite = None) -> ToolResult:
         """Build the BM25 index over the corpus and save it; searchable at once."""
-        return reply(engine.bm25_index(overwrite))
+        return reply(await run(engine.bm25_index, overwrite))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def bm25_search(
-        query_list: list[str] | str,
-        top_k: int | None = None,
-        score_threshold: float | None = None,
-        scale_score: bool = False,
-        filters: dict[str, Any] | None = None,
-        return_text: bool = True,
-        return_metadata: bool = False,
+    @tool(READ, "BM25 search")
+    async def bm25_search(
+        query_list: Queries, top_k: TopK = None, score_threshold: ScoreThreshold = None,
+        scale_score: ScaleScore = False, filters: Filters = None, return_text: ReturnText = True,
+        return_metadata: ReturnMetadata = False,
     ) -> ToolResult:
-        """BM25 search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first.
-        scale_score maps scores to 0..1 with expit(s/8); score_threshold drops hits below it."""
-        hits = engine.bm25_search(query_list, top_k, score_threshold, scale_score, filters)
+        """BM25 search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first."""
+        hits = await run(engine.bm25_search, query_list, top_k, score_threshold, scale_score, filters)
         return reply(format_hits(hits, return_text, return_metadata))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_add(documents: list[dict[str, Any]]) -> ToolResult:
-        """Add documents to the selected collection: each {"id", "contents", ...metadata} (or "title"/"text",
-        or a "metadata" object). An id that exists is replaced. Embedded with the session's model and
-        searchable at once by dense and BM25 search."""
-        return reply(engine.add(documents))
+    @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False),
+          "Add documents")
+    async def retriever_add(documents: Documents) -> ToolResult:
+        """Add documents to the selected collection, embedded with the session's model and searchable at
+        once by dense and BM25 search. An id that exists is replaced."""
+        return reply(await run(engine.add, documents))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_delete(ids: list[str] | str | None = None, filters: dict[str, Any] | None = None) -> ToolResult:
+    @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False),
+          "Delete documents")
+    async def retriever_delete(ids: Ids = None, filters: Filters = None) -> ToolResult:
         """Delete documents by id and/or by filter (the filter language of the search tools)."""
-        return reply(engine.delete(ids, filters))
+        return reply(await run(engine.delete, ids, filters))
 
-    @mcp.tool(output_schema=None)
-    @tool_errors
-    def retriever_list_collections() -> ToolResult:
+    @tool(READ, "List collections")
+    async def retriever_list_collections() -> ToolResult:
         """The collections of the configured store, with document counts, model and dimension.
         Select one with retriever_init(collection_name=...)."""
-        return reply(engine.list_collections())
+        return reply(await run(engine.list_collections))
 
-    register_web_tools(mcp, engine)  # retriever_websearch, retriever_{exa,tavily,zhipuai}_search (server_web.py)
+    mcp.mount(build_web_server(engine))  # retriever_websearch, retriever_{exa,tavily,zhipuai}_search
     return mcp

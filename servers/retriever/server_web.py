@@ -8,22 +8,22 @@ why it failed (its lists are then empty). A missing or rejected key fails the wh
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
 from fastmcp.tools.base import ToolResult
+from mcp.types import ToolAnnotations
 
 from .engine import Retriever
-from .errors import InvalidInputError, RetrieverError
+from .errors import InvalidInputError
+from .params import BatchQueries, Queries, ThreadNum, TopK, WebBackend
+from .replies import reply
 from .results import as_queries, check_top_k, pick
 from .websearch import QueryResult, check_provider, web_search
 
 log = logging.getLogger(__name__)
-F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
 def format_web(results: Sequence[QueryResult]) -> dict[str, Any]:
@@ -36,28 +36,19 @@ def format_web(results: Sequence[QueryResult]) -> dict[str, Any]:
     }
 
 
-def async_tool_errors(fn: F) -> F:
-    """Our errors reach the client as tool errors with their message, nothing else."""
-
-    @functools.wraps(fn)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await fn(*args, **kwargs)
-        except RetrieverError as e:
-            log.error("%s: %s", fn.__name__, e)
-            raise ToolError(str(e)) from e
-
-    return wrapper  # type: ignore[return-value]
-
-
 def _threads(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidInputError(f"retrieve_thread_num must be an integer >= 1, got {value!r}")
     return value
 
 
-def register_web_tools(mcp: FastMCP, engine: Retriever) -> None:
-    from .server import reply  # here, not at the top: server.py imports this module
+WEB = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=True)
+
+
+def build_web_server(engine: Retriever) -> FastMCP:
+    """The web search tools, a server of their own (mounted by server.py). Errors become tool
+    errors in the parent's middleware."""
+    mcp = FastMCP("retriever-web")
 
     async def run(provider: str | None, queries: list[str], top_k: int | None,
                   threads: int | None) -> list[QueryResult]:
@@ -67,39 +58,29 @@ def register_web_tools(mcp: FastMCP, engine: Retriever) -> None:
                                 _threads(pick(threads, cfg.retrieve_thread_num)))
 
     def provider_tool(provider: str) -> None:
-        async def tool(query_list: list[str] | str, top_k: int | None = None,
-                       retrieve_thread_num: int | None = None) -> ToolResult:
+        async def tool(query_list: Queries, top_k: TopK = None, retrieve_thread_num: ThreadNum = None) -> ToolResult:
             return reply(format_web(await run(provider, as_queries(query_list), top_k, retrieve_thread_num)))
 
         tool.__name__ = f"retriever_{provider}_search"
         tool.__doc__ = (f"Web search through {provider}, at most retrieve_thread_num queries at a time. Returns "
                         "ret_psg, ret_urls, ret_titles, ret_scores (one list per query) and errors (per query "
                         "null or why it failed).")
-        mcp.tool(output_schema=None)(async_tool_errors(tool))
+        mcp.tool(output_schema=None, annotations=WEB, title=f"Web search ({provider})")(tool)
 
     for provider in ("exa", "tavily", "zhipuai"):
         provider_tool(provider)
 
-    @mcp.tool(output_schema=None)
-    @async_tool_errors
-    async def retriever_websearch(
-        query_list: list[str] | str,
-        top_k: int | None = None,
-        websearch_backend: Literal["exa", "tavily", "zhipuai"] | None = None,
-        retrieve_thread_num: int | None = None,
-    ) -> ToolResult:
+    @mcp.tool(output_schema=None, annotations=WEB, title="Web search")
+    async def retriever_websearch(query_list: Queries, top_k: TopK = None, websearch_backend: WebBackend = None,
+                                  retrieve_thread_num: ThreadNum = None) -> ToolResult:
         """Web search through websearch_backend (default: parameter.yaml's). Returns ret_psg, ret_urls,
         ret_titles, ret_scores and errors (per query null or why it failed)."""
         return reply(format_web(await run(websearch_backend, as_queries(query_list), top_k, retrieve_thread_num)))
 
-    @mcp.tool(output_schema=None)
-    @async_tool_errors
-    async def retriever_websearch_batch(
-        batch_query_list: list[list[str] | str],
-        top_k: int | None = None,
-        websearch_backend: Literal["exa", "tavily", "zhipuai"] | None = None,
-        retrieve_thread_num: int | None = None,
-    ) -> ToolResult:
+    @mcp.tool(output_schema=None, annotations=WEB, title="Web search, grouped")
+    async def retriever_websearch_batch(batch_query_list: BatchQueries, top_k: TopK = None,
+                                        websearch_backend: WebBackend = None,
+                                        retrieve_thread_num: ThreadNum = None) -> ToolResult:
         """Web search for groups of queries, all in one concurrent pool. Returns ret_psg_ls, ret_urls_ls,
         ret_titles_ls, ret_scores_ls and errors_ls."""
         groups = _groups(batch_query_list)
@@ -109,6 +90,8 @@ def register_web_tools(mcp: FastMCP, engine: Retriever) -> None:
             per_group.append(format_web(flat[start : start + len(g)]))
             start += len(g)
         return reply({f"{k}_ls": [g[k] for g in per_group] for k in format_web([])})
+
+    return mcp
 
 
 def _groups(batch: Any) -> list[list[str]]:

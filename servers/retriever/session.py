@@ -222,7 +222,7 @@ def recorded_corpus(cfg: Config) -> Config:
 def collection_names(cfg: Config) -> list[str]:
     """The default collection ("") and every named one under collections_path."""
     root = cfg.collections_path
-    named = sorted(p.name for p in root.iterdir() if p.is_dir() and COLLECTION_NAME.match(p.name)) if root.is_dir() else []
+    named = sorted(p.name for p in root.iterdir() if p.is_dir() and COLLECTION_NAME.fullmatch(p.name)) if root.is_dir() else []
     return ["", *named]
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..config import MINILM_ALIASES, Config
 from ..errors import EmbeddingServerError, MissingDependencyError, NotYetSupportedError
+from ..redaction import detail, redact
 from .base import with_instruction
 from .sentence_transformers import MINILM_ID
 
@@ -137,7 +138,7 @@ class ServerEmbedder:
             reply = self._client.embeddings.create(model=self._s.model, input=texts, encoding_format="float")
         except o.APIStatusError as e:
             retried = e.status_code in (408, 409, 429) or e.status_code >= 500  # what the client retries
-            raise self._error(f"answered HTTP {e.status_code}: {_body(e.response)}", retried) from None
+            raise self._error(f"answered HTTP {e.status_code}: {_body(e.response, self._s.api_key)}", retried) from None
         except o.APITimeoutError:
             raise self._error(f"did not answer within {self._s.timeout:g} s") from None
         except o.APIConnectionError as e:
@@ -165,14 +166,13 @@ class ServerEmbedder:
     def _error(self, what: str, retried: bool = True) -> EmbeddingServerError:
         tries = f" (after {self._s.max_retries} retries)" if retried and self._s.max_retries else ""
         message = f"embedding server {self._s.base_url} (model {self._s.model!r}) {what}{tries}"
-        if self._s.api_key != NO_KEY:
-            message = message.replace(self._s.api_key, "***")
-        return EmbeddingServerError(message)
+        return EmbeddingServerError(redact(message, [self._s.api_key if self._s.api_key != NO_KEY else None]))
 
 
-def _body(response: Any, limit: int = 300) -> str:
+def _body(response: Any, secret: str) -> str:
+    """The error body, the key replaced before it is cut (see redaction.py)."""
     try:
         text = response.text.strip()
     except Exception:  # noqa: BLE001 - a body that cannot be read is no reason to hide the status
         text = ""
-    return (text[:limit] + "...") if len(text) > limit else (text or "(empty body)")
+    return detail(text, [secret if secret != NO_KEY else None]) or "(empty body)"

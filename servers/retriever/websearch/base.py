@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import RetrieverError
+from ..redaction import detail
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,8 @@ class RetryPolicy:
 
 
 def redact(text: str, secret: str | None) -> str:
-    """`text` with the secret replaced, for anything a provider's message might echo."""
-    return text.replace(secret, "***") if secret else text
+    """`text` with the secret replaced, then cut: anything a provider's message might echo."""
+    return detail(text, [secret])
 
 
 async def search_one(searcher: WebSearcher, index: int, query: str, top_k: int, policy: RetryPolicy,
@@ -104,7 +105,6 @@ async def search_one(searcher: WebSearcher, index: int, query: str, top_k: int, 
         except WebsearchAuthError:
             raise
         except Exception as e:  # a bug or a library surprise: visible in the result, not swallowed
-            log.exception("%s: query %d: unexpected error", searcher.provider, index)
             return _failed(searcher.provider, index, redact(f"unexpected {type(e).__name__}: {e}", secret))
 
 
@@ -144,7 +144,7 @@ def resolve_key(provider: str, configured: str | None, env: dict[str, str]) -> s
 
 def status_error(provider: str, status: int, detail: str) -> Exception:
     """The error for an HTTP status: 401/403 fail the call, 429/5xx are retried, the rest fail the query."""
-    detail = " ".join(str(detail).split())[:300]
+    detail = " ".join(str(detail).split())  # cut only after redaction (search_one), never here
     if status in (401, 403):
         return WebsearchAuthError(f"{provider} rejected the API key (HTTP {status}); {key_hint(provider)} "
                                   f"to a valid key")

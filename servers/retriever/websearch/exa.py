@@ -53,7 +53,7 @@ def _from_value_error(e: ValueError) -> Exception:
     if m:
         return status_error("exa", int(m.group(1)), message.split(":", 1)[-1])
     prefix = "malformed response: " if "JSON" in message else ""  # exa-py's words for a body it cannot decode
-    return QueryError(prefix + message[:300])
+    return QueryError(prefix + message)  # cut after redaction, in the runner
 
 
 def _hit(r: Any) -> WebHit | None:

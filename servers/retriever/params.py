@@ -1,0 +1,64 @@
+"""The tool parameters, each described once: the descriptions land in every tool's input schema,
+so an agent reading `tools/list` knows the meaning, default and range of what it sends."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+Queries = Annotated[list[str] | str, Field(
+    description="One query, or a list of queries; the reply has one list of hits per query, in order.")]
+BatchQueries = Annotated[list[list[str] | str], Field(
+    description="Groups of queries (each a list, or one string); the reply keeps the groups (keys end in _ls).")]
+QuestionList = Annotated[list[list[str] | str], Field(
+    description="Per question, its phrasings (a list, or one string); their rankings are fused into one per question.")]
+TopK = Annotated[int | None, Field(
+    ge=1, description="Hits per query, best first. Default: top_k in parameter.yaml (5).")]
+QueryInstruction = Annotated[str | None, Field(
+    description="Text put before each query before embedding (e.g. 'query: '). Default: query_instruction in "
+    "parameter.yaml (empty).")]
+ScoreThreshold = Annotated[float | None, Field(
+    allow_inf_nan=False, description="Drop hits scoring below this (after scale_score, if set). Default: none.")]
+ScaleScore = Annotated[bool, Field(
+    description="Map scores to 0..1 (dense cosine: (s+1)/2; BM25: expit(s/8); fused: divided by the best "
+    "possible score). Default: false.")]
+Filters = Annotated[dict[str, Any] | None, Field(
+    description="Only documents matching this filter: {'field': 'meta.<key>' or 'id', 'operator': one of ==, !=, "
+    ">, >=, <, <=, in, not in, 'value': ...}, or {'operator': 'AND'|'OR'|'NOT', 'conditions': [...]}. A missing "
+    "field does not match. Default: none.")]
+ReturnText = Annotated[bool, Field(
+    description="Include the passages (ret_psg). false: ids and scores only, a much smaller reply. Default: true.")]
+ReturnMetadata = Annotated[bool, Field(
+    description="Include each hit's metadata (ret_meta): the corpus record's other fields. Default: false.")]
+Fusion = Annotated[Literal["rrf", "convex"] | None, Field(
+    description="How dense and BM25 rankings merge: rrf (sum of w/(rrf_k+rank)) or convex (weighted min-max "
+    "normalised scores). Default: hybrid.fusion in parameter.yaml (rrf).")]
+VectorWeight = Annotated[float | None, Field(
+    ge=0, le=1, allow_inf_nan=False, description="The dense share of the fusion, 0..1; BM25 gets the rest. "
+    "Default: hybrid.vector_weight (0.5).")]
+RRFK = Annotated[float | None, Field(
+    ge=0, le=1e6, allow_inf_nan=False, description="RRF's k: larger flattens the rank curve. 0..1e6. "
+    "Default: hybrid.rrf_k (60).")]
+CandidateDepth = Annotated[int | None, Field(
+    ge=1, description="How deep each ranking is searched before fusing. Default: hybrid.candidate_depth (1000).")]
+Mode = Annotated[Literal["hybrid", "dense", "bm25"], Field(
+    description="The search each query (or collection) runs: hybrid (dense + BM25 fused), dense or bm25. "
+    "Default: hybrid.")]
+Collections = Annotated[list[str], Field(
+    description="Collections to search together ('' = the default one); retriever_list_collections lists them.")]
+Overwrite = Annotated[bool | None, Field(
+    description="Replace an existing output. Default: overwrite in parameter.yaml (false: refuse).")]
+EmbeddingPath = Annotated[str | None, Field(
+    description="The .npy embedding file (relative: to parameter.yaml's folder; must be inside the folders the "
+    "server allows). Default: the collection's embedding_path.")]
+IndexPath = Annotated[str | None, Field(
+    description="The FAISS index folder (same rules as embedding_path). Default: the collection's index_path.")]
+Documents = Annotated[list[dict[str, Any]], Field(
+    description="Documents to add: each {'id', 'contents', ...metadata} (or BEIR 'title'/'text', or a "
+    "'metadata' object). An id that exists is replaced.")]
+Ids = Annotated[list[str] | str | None, Field(description="Ids of documents to delete (unknown ids are reported).")]
+WebBackend = Annotated[Literal["exa", "tavily", "zhipuai"] | None, Field(
+    description="The web search provider. Default: websearch_backend in parameter.yaml.")]
+ThreadNum = Annotated[int | None, Field(
+    ge=1, description="Web queries in flight at once. Default: retrieve_thread_num in parameter.yaml (1).")]
