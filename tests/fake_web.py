@@ -55,6 +55,7 @@ class FakeProvider:
     delay: float = 0.0  # seconds each request takes
     extra: int = 0  # results beyond the count asked for (a provider that ignores the count)
     echo_key: bool = False  # error bodies quote the credential received (a careless proxy)
+    pad: int = 0  # characters of filler before the quoted credential (to put it across a cut)
     plan: dict[str, list[int]] = field(default_factory=dict)
     slow: dict[str, float] = field(default_factory=dict)
     raw: dict[str, bytes] = field(default_factory=dict)
@@ -85,7 +86,7 @@ class FakeProvider:
     def answer(self, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, bytes]:
         query = body[QUERY_FIELD[self.provider]]
         credential = headers.get("x-api-key") or headers.get("authorization", "")
-        quoted = f" (received {credential})" if self.echo_key else ""
+        quoted = f" {'x' * self.pad}(received {credential})" if self.echo_key else ""
         if not self.authorised(headers):
             return self.error(401, "invalid api key" + quoted)
         statuses = self.plan.get(query)

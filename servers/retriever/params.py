@@ -18,8 +18,8 @@ TopK = Annotated[int | None, Field(
 QueryInstruction = Annotated[str | None, Field(
     description="Text put before each query before embedding (e.g. 'query: '). Default: query_instruction in "
     "parameter.yaml (empty).")]
-ScoreThreshold = Annotated[float | None, Field(
-    allow_inf_nan=False, description="Drop hits scoring below this (after scale_score, if set). Default: none.")]
+ScoreThreshold = Annotated[Annotated[float, Field(allow_inf_nan=False)] | None, Field(
+    description="Drop hits scoring below this (after scale_score, if set). Default: none.")]
 ScaleScore = Annotated[bool, Field(
     description="Map scores to 0..1 (dense cosine: (s+1)/2; BM25: expit(s/8); fused: divided by the best "
     "possible score). Default: false.")]
@@ -34,11 +34,11 @@ ReturnMetadata = Annotated[bool, Field(
 Fusion = Annotated[Literal["rrf", "convex"] | None, Field(
     description="How dense and BM25 rankings merge: rrf (sum of w/(rrf_k+rank)) or convex (weighted min-max "
     "normalised scores). Default: hybrid.fusion in parameter.yaml (rrf).")]
-VectorWeight = Annotated[float | None, Field(
-    ge=0, le=1, allow_inf_nan=False, description="The dense share of the fusion, 0..1; BM25 gets the rest. "
+VectorWeight = Annotated[Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None, Field(
+    description="The dense share of the fusion, 0..1; BM25 gets the rest. "
     "Default: hybrid.vector_weight (0.5).")]
-RRFK = Annotated[float | None, Field(
-    ge=0, le=1e6, allow_inf_nan=False, description="RRF's k: larger flattens the rank curve. 0..1e6. "
+RRFK = Annotated[Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] | None, Field(
+    description="RRF's k: larger flattens the rank curve. 0..1e6. "
     "Default: hybrid.rrf_k (60).")]
 CandidateDepth = Annotated[int | None, Field(
     ge=1, description="How deep each ranking is searched before fusing. Default: hybrid.candidate_depth (1000).")]

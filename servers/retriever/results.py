@@ -3,6 +3,7 @@ document store's reads."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -42,6 +43,8 @@ def build_hits(docs: DocStore, rows: Sequence[np.ndarray], scores: Sequence[np.n
                scale: Callable[[float], float] | None = None, threshold: float | None = None,
                sources: Sequence[list[Any]] | None = None) -> list[list[Hit]]:
     """Per query, the hits of its rows, scaled and thresholded; a document is read once per call."""
+    if threshold is not None and not math.isfinite(threshold):
+        raise InvalidInputError(f"score_threshold must be a finite number, got {threshold!r}")
     seen: dict[int, Document] = {}
     out = []
     for q, (query_rows, query_scores) in enumerate(zip(rows, scores)):

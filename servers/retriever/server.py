@@ -22,7 +22,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from .engine import Retriever
-from .errors import RetrieverError
+from .errors import CancelledWork, RetrieverError
 from .guard import FROM_CLIENT
 from .limits import CANCEL
 from .params import (
@@ -62,12 +62,21 @@ async def run(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     ctx = contextvars.copy_context()
     ctx.run(CANCEL.set, event)
     ctx.run(FROM_CLIENT.set, True)  # paths, endpoints and settings from a client are checked (guard.py)
-    future = asyncio.get_running_loop().run_in_executor(None, functools.partial(ctx.run, fn, *args, **kwargs))
+    name = getattr(fn, "__name__", "call")
+
+    def work() -> T:
+        try:
+            return fn(*args, **kwargs)
+        except CancelledWork as e:
+            log.info("%s: %s", name, e)
+            raise
+
+    future = asyncio.get_running_loop().run_in_executor(None, ctx.run, work)
     try:
         return await future
     except asyncio.CancelledError:
         event.set()
-        log.info("%s: request cancelled; its remaining work is dropped", getattr(fn, "__name__", "call"))
+        log.info("%s: request cancelled; its remaining work is dropped", name)
         raise
 
 
