@@ -116,10 +116,9 @@ def test_small_replies_carry_one_compact_text_copy(mcp_built: MCP) -> None:
 
 
 def test_large_replies_are_not_sent_twice(mcp_built: MCP) -> None:
-    result = mcp_built.call("retriever_search", {"query_list": [Q] * 200, "top_k": 30})
-    assert len(result.content[0].text) < 200
-    assert "structuredContent" in result.content[0].text
-    assert len(result.structured_content["ret_psg"]) == 200
+    result = mcp_built.call("retriever_search", {"query_list": [Q] * 200, "top_k": 30, "max_bytes": 0})
+    assert result.structured_content is None  # the JSON travels once, as text
+    assert len(json.loads(result.content[0].text)["ret_psg"]) == 200
 
 
 def test_embed_refuses_to_overwrite_unless_asked(mcp_built: MCP) -> None:

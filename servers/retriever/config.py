@@ -214,6 +214,14 @@ class SecurityConfig(_Model):
     http: HTTPSecurity = HTTPSecurity()
 
 
+class ReplyConfig(_Model):
+    """How big one tool reply may be (agent hosts cap a reply at about 25k tokens)."""
+
+    max_bytes: int = Field(100_000, ge=0)  # JSON bytes of hits per reply; 0 = no budget (pipelines). Over HTTP
+    #                                        never above HTTP_EVENT_BYTES, what the stock client accepts
+    max_chars: int = Field(0, ge=0)  # per passage; 0 = whole passages
+
+
 class LimitsConfig(_Model):
     """Bounds on one call, whoever makes it."""
 
@@ -252,6 +260,7 @@ class Config(_Model):
     websearch_backend_configs: Annotated[WebsearchConfigs, BeforeValidator(_none_as_empty)] = WebsearchConfigs()
     security: Annotated[SecurityConfig, BeforeValidator(_none_as_empty)] = SecurityConfig()
     limits: Annotated[LimitsConfig, BeforeValidator(_none_as_empty)] = LimitsConfig()
+    reply: Annotated[ReplyConfig, BeforeValidator(_none_as_empty)] = ReplyConfig()
 
     def resolved_model(self) -> str:
         """The model folder: the packaged MiniLM for an empty value or a MiniLM alias."""

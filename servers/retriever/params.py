@@ -62,3 +62,12 @@ WebBackend = Annotated[Literal["exa", "tavily", "zhipuai"] | None, Field(
     description="The web search provider. Default: websearch_backend in parameter.yaml.")]
 ThreadNum = Annotated[int | None, Field(
     ge=1, description="Web queries in flight at once. Default: retrieve_thread_num in parameter.yaml (1).")]
+Offset = Annotated[int, Field(
+    ge=0, description="Skip each query's first `offset` hits (paging: a cut reply names the next offset). "
+    "Default: 0.")]
+MaxBytes = Annotated[int | None, Field(
+    ge=0, description="Reply budget in JSON bytes: each query keeps its best hits while the reply fits, and a "
+    "cut is announced in `truncated`. 0 = no budget (over HTTP capped at what the client accepts). Default: "
+    "reply.max_bytes in parameter.yaml (100000, about 25k tokens).")]
+MaxChars = Annotated[int | None, Field(
+    ge=0, description="Cut each passage to this many characters (0 = whole). Default: reply.max_chars (0).")]

@@ -1,23 +1,87 @@
-"""What every tool returns: UltraRAG's keys (`ret_psg`, ...) built from hits, and the reply
-that carries them.
+"""What every tool returns: UltraRAG's keys (`ret_psg`, ...) built from hits, the reply budget,
+and the reply that carries them.
 
-Replies are lean. The result travels once, as `structuredContent`; a small result (under
-`TEXT_COPY_LIMIT` bytes of JSON) is also given as compact JSON text for clients that read only
-text, as the MCP spec suggests, while a large one (a batch of passages) gets a one-line note
-instead of a second copy. `return_text=false` drops the passages and keeps ids and scores.
+Every reply's first text content is its JSON (UltraRAG's client reads `json.loads(content[0].text)`).
+A small reply (under `TEXT_COPY_LIMIT` bytes) also carries it as `structuredContent`; a large one
+only as text, so the payload never travels twice. The budget (`fit`) keeps each query's best hits,
+rank by rank across queries, while the reply fits `max_bytes`; a cut is always announced in the
+reply (`truncated`), with the offset to ask for the rest. `return_text=false` drops the passages.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastmcp.tools.base import ToolResult
 from mcp.types import TextContent
 
+from .config import ReplyConfig
 from .types import Hit
 
 TEXT_COPY_LIMIT = 64 * 1024
+HTTP_EVENT_BYTES = 900_000  # the stock client refuses an SSE event over 1 MiB; leave room for the envelope
+HIT_OVERHEAD = 48  # bytes of JSON per hit besides its text, id and metadata (score, separators, sources)
+
+
+def clip(lists: list[list[Hit]], max_chars: int) -> tuple[list[list[Hit]], int]:
+    """Each passage cut to `max_chars` characters (0: whole); and how many were cut."""
+    if not max_chars:
+        return lists, 0
+    cut = sum(len(h.text) > max_chars for hits in lists for h in hits)
+    if not cut:
+        return lists, 0
+    return [[replace(h, text=h.text[:max_chars]) if len(h.text) > max_chars else h for h in hits]
+            for hits in lists], cut
+
+
+def fit(lists: list[list[Hit]], max_bytes: int, with_text: bool, with_meta: bool) -> tuple[list[int], bool]:
+    """How many hits of each list to keep so the reply stays under `max_bytes` (0: all): rank 1 of
+    every list first, then rank 2, ..., so every query keeps its best hits. And whether any was cut."""
+    keep = [len(hits) for hits in lists]
+    if not max_bytes:
+        return keep, False
+    keep = [0] * len(lists)
+    used = 0
+    for rank in range(max((len(h) for h in lists), default=0)):
+        for i, hits in enumerate(lists):
+            if rank < len(hits):
+                h = hits[rank]
+                used += HIT_OVERHEAD + _size(h.id) + (_size(h.text) if with_text else 0) + (
+                    _size(h.metadata) if with_meta else 0)
+                if used > max_bytes:
+                    return keep, True
+                keep[i] += 1
+    return keep, False
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode())
+
+
+def budgeted(lists: list[list[Hit]], offset: int, max_bytes: int, max_chars: int, with_text: bool,
+             with_meta: bool) -> tuple[list[list[Hit]], dict[str, Any] | None]:
+    """The hits to send (from rank `offset + 1` on, passages clipped, within the budget) and, if
+    anything was left out or cut, the note that says what and how to get it."""
+    lists, clipped = clip(lists, max_chars if with_text else 0)
+    keep, cut = fit(lists, max_bytes, with_text, with_meta)
+    if not cut and not clipped:
+        return lists, None
+    note: dict[str, Any] = {}
+    if cut:
+        found = [len(hits) for hits in lists]
+        next_offset = offset + min(k for k, n in zip(keep, found) if k < n)
+        more = (f"call again with the same arguments and offset={next_offset} for the following ones"
+                if next_offset > offset else "not even one hit per query fits: send fewer queries per call")
+        note.update(hits_sent=keep, hits_found=found, next_offset=next_offset,
+                    how=f"the reply budget ({max_bytes} bytes) was reached: each query keeps its best hits and "
+                    f"the rest were left out; {more}, or return_text=false for ids and scores only, or "
+                    "max_bytes=0 for all (where the server allows it)")
+    if clipped:
+        note["passages_clipped"] = clipped
+        note["max_chars"] = max_chars
+    return [hits[:k] for hits, k in zip(lists, keep)], note
 
 
 def format_hits(results: list[list[Hit]], return_text: bool = True, return_metadata: bool = False,
@@ -55,17 +119,49 @@ def format_batch(groups: list[list[list[Hit]]], return_text: bool = True, return
     return {f"{k}_ls": [g[k] for g in per_group] for k in keys}
 
 
-def _passage_chars(payload: dict[str, Any]) -> int:
-    """Characters of passage text in a reply: a cheap lower bound of its JSON size."""
-    psg = payload.get("ret_psg") or [g for groups in payload.get("ret_psg_ls", []) for g in groups]
-    return sum(len(t) for hits in psg for t in hits)
-
-
 def reply(payload: dict[str, Any]) -> ToolResult:
-    """Structured content once; a JSON text copy only when it is small (see the module doc)."""
-    text = None
-    if _passage_chars(payload) <= TEXT_COPY_LIMIT:
-        text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-    if text is None or len(text) > TEXT_COPY_LIMIT:
-        text = f"results in structuredContent (keys: {', '.join(payload)}); not repeated as text to keep the reply lean"
-    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+    """The JSON as text always; as structured content too when small (see the module doc)."""
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    structured = payload if len(text) <= TEXT_COPY_LIMIT else None
+    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a search reply is shaped: from the call's arguments and the YAML's `reply` section."""
+
+    offset: int = 0
+    max_bytes: int = 0
+    max_chars: int = 0
+    return_text: bool = True
+    return_metadata: bool = False
+    fused: bool = False
+
+    @classmethod
+    def of(cls, cfg: ReplyConfig, shared: bool, offset: int, max_bytes: int | None, max_chars: int | None,
+           return_text: bool, return_metadata: bool, fused: bool = False) -> Shape:
+        budget = cfg.max_bytes if max_bytes is None else max_bytes
+        if shared:  # over HTTP no event may pass what the stock client accepts
+            budget = min(budget or HTTP_EVENT_BYTES, HTTP_EVENT_BYTES)
+        return cls(offset, budget, cfg.max_chars if max_chars is None else max_chars, return_text, return_metadata,
+                   fused)
+
+    def hits(self, results: list[list[Hit]], collections: bool = False) -> dict[str, Any]:
+        """One list per query; `collections`: add each hit's collection (fan-out)."""
+        lists, note = budgeted([h[self.offset:] for h in results], self.offset, self.max_bytes, self.max_chars,
+                               self.return_text, self.return_metadata)
+        out = format_hits(lists, self.return_text, self.return_metadata, self.fused)
+        if collections:
+            out["ret_collections"] = [[h.collection for h in row] for row in lists]
+        return {**out, "truncated": note} if note else out
+
+    def batch(self, groups: list[list[list[Hit]]]) -> dict[str, Any]:
+        flat = [h[self.offset:] for g in groups for h in g]
+        lists, note = budgeted(flat, self.offset, self.max_bytes, self.max_chars, self.return_text,
+                               self.return_metadata)
+        out, start = [], 0
+        for g in groups:
+            out.append(lists[start : start + len(g)])
+            start += len(g)
+        payload = format_batch(out, self.return_text, self.return_metadata, self.fused)
+        return {**payload, "truncated": note} if note else payload

@@ -36,6 +36,9 @@ from .params import (
     Fusion,
     Ids,
     IndexPath,
+    MaxBytes,
+    MaxChars,
+    Offset,
     Mode,
     Overwrite,
     Queries,
@@ -48,7 +51,7 @@ from .params import (
     TopK,
     VectorWeight,
 )
-from .replies import format_batch, format_hits, reply
+from .replies import Shape, reply
 from .server_web import build_web_server
 
 log = logging.getLogger(__name__)
@@ -132,6 +135,15 @@ def build_server(engine: Retriever, read_only: bool | None = None) -> FastMCP:
         "`filters`: {'field': 'meta.<key>' or 'id', 'operator': '==', '!=', '>', '>=', '<', '<=', 'in' or "
         "'not in', 'value': ...} or {'operator': 'AND'|'OR'|'NOT', 'conditions': [...]}."))
 
+    def deeper(top_k: int | None, offset: int) -> int | None:
+        """Search `offset` deeper, so the page after the first `offset` hits is full."""
+        return top_k if not offset else (engine.config.top_k if top_k is None else top_k) + offset
+
+    def shape(offset: int, max_bytes: int | None, max_chars: int | None, return_text: bool, return_metadata: bool,
+              fused: bool = False) -> Shape:
+        return Shape.of(engine.base_config.reply, engine.shared, offset, max_bytes, max_chars, return_text,
+                        return_metadata, fused)
+
     def tool(annotations: ToolAnnotations, title: str) -> Callable[[Callable[..., Any]], Any]:
         def register(fn: Callable[..., Any]) -> Any:
             if read_only and fn.__name__ in WRITE_TOOLS:
@@ -191,21 +203,24 @@ def build_server(engine: Retriever, read_only: bool | None = None) -> FastMCP:
         query_list: Queries, top_k: TopK = None, query_instruction: QueryInstruction = None,
         score_threshold: ScoreThreshold = None, scale_score: ScaleScore = False, filters: Filters = None,
         return_text: ReturnText = True, return_metadata: ReturnMetadata = False,
+        offset: Offset = 0, max_bytes: MaxBytes = None, max_chars: MaxChars = None,
     ) -> ToolResult:
         """Dense search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first."""
-        hits = await run(engine.search, query_list, top_k, query_instruction, score_threshold, scale_score, filters)
-        return reply(format_hits(hits, return_text, return_metadata))
+        hits = await run(engine.search, query_list, deeper(top_k, offset), query_instruction, score_threshold,
+                         scale_score, filters)
+        return reply(shape(offset, max_bytes, max_chars, return_text, return_metadata).hits(hits))
 
     @tool(READ, "Dense search, grouped")
     async def retriever_batch_search(
         batch_query_list: BatchQueries, top_k: TopK = None, query_instruction: QueryInstruction = None,
         score_threshold: ScoreThreshold = None, scale_score: ScaleScore = False, filters: Filters = None,
         return_text: ReturnText = True, return_metadata: ReturnMetadata = False,
+        offset: Offset = 0, max_bytes: MaxBytes = None, max_chars: MaxChars = None,
     ) -> ToolResult:
         """Dense search for groups of queries. Returns ret_psg_ls, ret_ids_ls, ret_scores_ls."""
-        groups = await run(engine.batch_search, batch_query_list, top_k, query_instruction, score_threshold,
-                           scale_score, filters)
-        return reply(format_batch(groups, return_text, return_metadata))
+        groups = await run(engine.batch_search, batch_query_list, deeper(top_k, offset), query_instruction,
+                           score_threshold, scale_score, filters)
+        return reply(shape(offset, max_bytes, max_chars, return_text, return_metadata).batch(groups))
 
     @tool(READ, "Hybrid search")
     async def retriever_hybrid_search(
@@ -213,12 +228,12 @@ def build_server(engine: Retriever, read_only: bool | None = None) -> FastMCP:
         fusion: Fusion = None, vector_weight: VectorWeight = None, rrf_k: RRFK = None,
         candidate_depth: CandidateDepth = None, score_threshold: ScoreThreshold = None,
         scale_score: ScaleScore = False, filters: Filters = None, return_text: ReturnText = True,
-        return_metadata: ReturnMetadata = False,
+        return_metadata: ReturnMetadata = False, offset: Offset = 0, max_bytes: MaxBytes = None, max_chars: MaxChars = None,
     ) -> ToolResult:
         """Dense + BM25 at once, fused. Adds ret_sources: per hit, its rank and score in each retriever."""
-        hits = await run(engine.hybrid_search, query_list, top_k, query_instruction, fusion, vector_weight, rrf_k,
-                         candidate_depth, score_threshold, scale_score, filters)
-        return reply(format_hits(hits, return_text, return_metadata, fused=True))
+        hits = await run(engine.hybrid_search, query_list, deeper(top_k, offset), query_instruction, fusion,
+                         vector_weight, rrf_k, candidate_depth, score_threshold, scale_score, filters)
+        return reply(shape(offset, max_bytes, max_chars, return_text, return_metadata, True).hits(hits))
 
     @tool(READ, "Hybrid search, grouped")
     async def retriever_hybrid_batch_search(
@@ -226,14 +241,15 @@ def build_server(engine: Retriever, read_only: bool | None = None) -> FastMCP:
         fusion: Fusion = None, vector_weight: VectorWeight = None, rrf_k: RRFK = None,
         candidate_depth: CandidateDepth = None, score_threshold: ScoreThreshold = None,
         scale_score: ScaleScore = False, filters: Filters = None, return_text: ReturnText = True,
-        return_metadata: ReturnMetadata = False,
+        return_metadata: ReturnMetadata = False, offset: Offset = 0, max_bytes: MaxBytes = None, max_chars: MaxChars = None,
     ) -> ToolResult:
         """Hybrid search for groups of queries. Returns ret_psg_ls, ret_ids_ls, ret_scores_ls, ret_sources_ls."""
         groups = await run(
-            engine.hybrid_batch_search, batch_query_list, top_k, query_instruction=query_instruction, fusion=fusion,
+            engine.hybrid_batch_search, batch_query_list, deeper(top_k, offset), query_instruction=query_instruction,
+            fusion=fusion,
             vector_weight=vector_weight, rrf_k=rrf_k, candidate_depth=candidate_depth,
             score_threshold=score_threshold, scale_score=scale_score, filters=filters)
-        return reply(format_batch(groups, return_text, return_metadata, fused=True))
+        return reply(shape(offset, max_bytes, max_chars, return_text, return_metadata, True).batch(groups))
 
     @tool(READ, "Multi-query search")
     async def retriever_multi_query_search(
@@ -241,12 +257,13 @@ def build_server(engine: Retriever, read_only: bool | None = None) -> FastMCP:
         query_instruction: QueryInstruction = None, candidate_depth: CandidateDepth = None,
         score_threshold: ScoreThreshold = None, scale_score: ScaleScore = False, filters: Filters = None,
         return_text: ReturnText = True, return_metadata: ReturnMetadata = False,
+        offset: Offset = 0, max_bytes: MaxBytes = None, max_chars: MaxChars = None,
     ) -> ToolResult:
         """Several phrasings per question, each searched with `mode`, fused with RRF into one ranking per
         question. Returns ret_psg, ret_ids, ret_scores (one list per question) and ret_sources."""
-        hits = await run(engine.multi_query_search, question_list, top_k, mode, query_instruction, candidate_depth,
-                         score_threshold, scale_score, filters)
-        return reply(format_hits(hits, return_text, return_metadata, fused=True))
+        hits = await run(engine.multi_query_search, question_list, deeper(top_k, offset), mode, query_instruction,
+                         candidate_depth, score_threshold, scale_score, filters)
+        return reply(shape(offset, max_bytes, max_chars, return_text, return_metadata, True).hits(hits))
 
     @tool(READ, "Search several collections")
     async def retriever_fanout_search(
@@ -254,16 +271,17 @@ def build_server(engine: Retriever, read_only: bool | None = None) -> FastMCP:
         query_instruction: QueryInstruction = None, candidate_depth: CandidateDepth = None,
         score_threshold: ScoreThreshold = None, scale_score: ScaleScore = False, filters: Filters = None,
         return_text: ReturnText = True, return_metadata: ReturnMetadata = False,
+        offset: Offset = 0, max_bytes: MaxBytes = None, max_chars: MaxChars = None,
     ) -> ToolResult:
         """One search over several collections, each with `mode`, fused with RRF into one list per query.
         Adds ret_collections (each hit's collection), ret_sources (its rank and score in each collection) and
         errors ({collection: message} for those that failed)."""
         hits, errors = await run(
-            engine.fanout_search, query_list, collections, top_k=top_k, mode=mode, query_instruction=query_instruction,
+            engine.fanout_search, query_list, collections, top_k=deeper(top_k, offset), mode=mode,
+            query_instruction=query_instruction,
             candidate_depth=candidate_depth, filters=filters, score_threshold=score_threshold, scale_score=scale_score)
-        out = format_hits(hits, return_text, return_metadata, fused=True)
-        out["ret_collections"] = [[h.collection for h in row] for row in hits]
-        return reply({**out, "errors": errors})
+        return reply({**shape(offset, max_bytes, max_chars, return_text, return_metadata, True).hits(hits, collections=True),
+                      "errors": errors})
 
     @tool(BUILD, "Build the BM25 index")
     async def bm25_index(overwrite: Overwrite = None) -> ToolResult:
@@ -274,11 +292,11 @@ def build_server(engine: Retriever, read_only: bool | None = None) -> FastMCP:
     async def bm25_search(
         query_list: Queries, top_k: TopK = None, score_threshold: ScoreThreshold = None,
         scale_score: ScaleScore = False, filters: Filters = None, return_text: ReturnText = True,
-        return_metadata: ReturnMetadata = False,
+        return_metadata: ReturnMetadata = False, offset: Offset = 0, max_bytes: MaxBytes = None, max_chars: MaxChars = None,
     ) -> ToolResult:
         """BM25 search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first."""
-        hits = await run(engine.bm25_search, query_list, top_k, score_threshold, scale_score, filters)
-        return reply(format_hits(hits, return_text, return_metadata))
+        hits = await run(engine.bm25_search, query_list, deeper(top_k, offset), score_threshold, scale_score, filters)
+        return reply(shape(offset, max_bytes, max_chars, return_text, return_metadata).hits(hits))
 
     @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False),
           "Add documents")

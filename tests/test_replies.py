@@ -1,0 +1,84 @@
+"""Replies that fit every client: a budget that keeps each query's best hits and says what it cut,
+paging with offset, complete results on request, JSON text that UltraRAG's client can parse."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from conftest import MCP
+from test_security import http_server  # noqa: F401  (module fixture: the HTTP server with tokens)
+from fastmcp import Client
+
+Q = "How do plants turn sunlight into sugar?"
+QUERIES = [f"{Q} {i}" for i in range(120)] + ["earthquakes and volcanoes", "ocean tides"]
+
+
+def text_json(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content[0].text
+    return json.loads(result.content[0].text)  # as UltraRAG's client reads every reply
+
+
+@pytest.mark.parametrize("tool, args", [
+    pytest.param("retriever_search", {"query_list": QUERIES}, id="dense"),
+    pytest.param("bm25_search", {"query_list": QUERIES}, id="bm25"),
+    pytest.param("retriever_hybrid_search", {"query_list": QUERIES}, id="hybrid"),
+    pytest.param("retriever_batch_search", {"batch_query_list": [QUERIES[:60], QUERIES[60:]]}, id="batch"),
+])
+def test_the_budget_keeps_every_query_and_announces_the_cut(mcp_built: MCP, tool: str, args: dict) -> None:
+    result = mcp_built.call(tool, {**args, "top_k": 30, "max_bytes": 40_000})
+    out = text_json(result)
+    assert len(result.content[0].text.encode()) < 50_000  # the budget, plus the envelope
+    note = out["truncated"]
+    assert note["next_offset"] >= 1 and "offset=" in note["how"]
+    assert all(n >= 1 for n in note["hits_sent"]) and sum(note["hits_sent"]) < sum(note["hits_found"])
+    ids = out.get("ret_ids") or [q for g in out["ret_ids_ls"] for q in g]
+    assert [len(q) for q in ids] == note["hits_sent"]
+
+
+def test_the_default_budget_fits_an_agent_host(mcp_built: MCP) -> None:
+    result = mcp_built.call("retriever_search", {"query_list": QUERIES, "top_k": 30})
+    assert len(result.content[0].text.encode()) < 110_000 and "truncated" in text_json(result)
+
+
+def test_pages_put_together_are_the_complete_result(mcp_built: MCP) -> None:
+    args = {"query_list": QUERIES[:40], "top_k": 20}
+    full = text_json(mcp_built.call("retriever_search", {**args, "max_bytes": 0}))
+    assert "truncated" not in full and [len(q) for q in full["ret_ids"]] == [20] * 40
+    pages: list[list[str]] = [[] for _ in range(40)]
+    offset = 0
+    while True:
+        out = text_json(mcp_built.call("retriever_search", {**args, "offset": offset, "max_bytes": 20_000}))
+        for got, ids in zip(pages, out["ret_ids"]):
+            got[len(got):] = ids[max(0, len(got) - offset):]
+        if "truncated" not in out:
+            break
+        assert out["truncated"]["next_offset"] > offset
+        offset = out["truncated"]["next_offset"]
+    assert [p[:20] for p in pages] == full["ret_ids"]  # a page holds top_k hits after the offset
+
+
+def test_passages_are_clipped_on_request(mcp_built: MCP) -> None:
+    out = text_json(mcp_built.call("retriever_search", {"query_list": Q, "top_k": 3, "max_chars": 20}))
+    assert all(len(p) <= 20 for p in out["ret_psg"][0])
+    assert out["truncated"]["passages_clipped"] == 3 and "hits_sent" not in out["truncated"]
+
+
+def test_small_replies_carry_structured_content_too(mcp_built: MCP) -> None:
+    result = mcp_built.call("retriever_search", {"query_list": Q, "top_k": 2})
+    assert text_json(result) == result.structured_content
+
+
+@pytest.mark.usefixtures("http_server")
+def test_a_large_result_over_http_is_a_bounded_paged_reply(http_server: str) -> None:
+    async def run() -> Any:
+        async with Client(http_server, auth="tok-new-222", timeout=300) as client:
+            return await client.call_tool("retriever_search", {"query_list": [f"q {i}" for i in range(400)],
+                                                               "top_k": 30, "max_bytes": 0})
+
+    result = asyncio.run(run())  # 400 x 30 passages: about 1.8 MB unbounded
+    out = text_json(result)
+    assert len(result.content[0].text.encode()) < 1_000_000
+    assert out["truncated"]["next_offset"] >= 1 and all(n >= 1 for n in out["truncated"]["hits_sent"])
