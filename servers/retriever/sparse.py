@@ -102,10 +102,19 @@ class BM25Index:
 
         self.manifest = publish(folder, {**manifest, **self.manifest, "kind": self.kind}, write)
 
+    def _matching(self, columns: list[int], n: int) -> np.ndarray:
+        """Documents that contain at least one of the vocabulary columns (bm25s's postings)."""
+        postings = self._model.scores
+        indptr, indices = postings["indptr"], postings["indices"]
+        mask = np.zeros(n, dtype=bool)
+        for c in columns:
+            mask[indices[indptr[c] : indptr[c + 1]]] = True
+        return mask
+
     def search(self, queries: Sequence[str], k: int,
                allowed: np.ndarray | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Per query: rows best first and their scores, at most k; documents that share no
-        term with the query (score 0) are not results, so a query of unknown words finds none.
+        term with the query are not results, so a query of unknown words finds none.
         `allowed` (a boolean mask over rows) zeroes every other row before the top k is taken."""
         tokens = self._tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
         if allowed is not None and self._rows is not None:
@@ -115,10 +124,13 @@ class BM25Index:
             columns = self._column[np.asarray(token_ids, dtype=np.int64)] if token_ids else np.empty(0, np.int64)
             columns = columns[columns >= 0].tolist()
             scores = self._model.get_scores_from_ids(columns) if columns else np.zeros(len(self), np.float32)
+            # A result shares a term with the query. Not `score > 0`: bm25l and bm25+ give every
+            # document a positive score, matching or not.
+            keep = self._matching(columns, len(scores))
             if allowed is not None:
-                scores = np.where(allowed[: len(scores)], scores, 0)
-            rows = top_k(scores, k)
-            rows = rows[scores[rows] > 0]
+                keep &= allowed[: len(scores)]
+            rows = top_k(np.where(keep, scores, -np.inf), k)
+            rows = rows[keep[rows]]
             rows_out.append(rows if self._rows is None else self._rows[rows])
             scores_out.append(scores[rows])
         return rows_out, scores_out
