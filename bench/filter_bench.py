@@ -24,7 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from milvus_bench import OUT, SCIFACT, embed  # noqa: E402
-
 from retriever.config import BM25Config  # noqa: E402
 from retriever.corpus import DocStore  # noqa: E402
 from retriever.filters import parse  # noqa: E402

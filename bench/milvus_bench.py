@@ -128,7 +128,9 @@ def run_server(ids, texts, docs, queries, chunk: int, consistency: str) -> dict:
 
 def row(name: str, n_docs: int, r: dict) -> str:
     single, filtered = r["single"], r["filtered"]
-    p95 = lambda xs: float(np.percentile(xs, 95)) * 1000
+    def p95(xs: list[float]) -> float:
+        return float(np.percentile(xs, 95)) * 1000
+
     return (
         f"| {name} | {n_docs / r['insert']:,.0f} | {statistics.median(single) * 1000:.2f} / {p95(single):.2f} "
         f"| {r['nq'] / r['batch']:,.0f} | {statistics.median(filtered) * 1000:.2f} / {p95(filtered):.2f} "

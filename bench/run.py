@@ -125,11 +125,10 @@ def build_with_cli(out: Path) -> dict[str, Any]:
 
 def in_process(out: Path, queries: list[str]) -> dict[str, Any]:
     from fastmcp import Client
-
     from retriever.cli import parse_sets
     from retriever.config import load_config
     from retriever.engine import Retriever
-    from retriever.server import build_server
+    from retriever.mcp import build_server
 
     sets = [s for s in scifact_sets(out) if s != "--set"]
     engine = Retriever(load_config(ROOT / "parameter.yaml", parse_sets(sets)), ROOT)
@@ -142,7 +141,8 @@ def in_process(out: Path, queries: list[str]) -> dict[str, Any]:
             for tool in TOOLS:
                 await client.call_tool(tool, {"query_list": queries[:2], "top_k": 10})
                 res[f"{tool}_lat"] = await latencies(client.call_tool, tool, queries)
-                _, res[f"{tool}_batch_s"] = await atimed(client.call_tool(tool, {"query_list": queries, "top_k": 100}))
+                _, res[f"{tool}_batch_s"] = await atimed(client.call_tool(
+                    tool, {"query_list": queries, "top_k": 100, "max_bytes": 0}))
 
     asyncio.run(go())
     return res
@@ -186,17 +186,17 @@ def over_stdio(out: Path, queries: list[str]) -> dict[str, Any]:
                         res[f"{tool}_lat"] = await latencies(session.call_tool, tool, queries)
                         for text in (True, False):
                             r, s = await atimed(session.call_tool(
-                                tool, {"query_list": queries, "top_k": 100, "return_text": text}))
+                                tool, {"query_list": queries, "top_k": 100, "return_text": text, "max_bytes": 0}))
                             assert not r.is_error
-                            size = len(json.dumps(r.structured_content, separators=(",", ":")))
+                            size = len(r.content[0].text)  # the JSON text: every reply carries it
                             res[f"{tool}_batch_{'text' if text else 'ids'}"] = (s, size)
                         res[f"peak_mb_after_{tool}"] = server_peak_mb()
                     # Reply size against time: the client's stdio reader re-joins and re-splits its
                     # whole buffer on every 64 KB chunk, so its time grows with the square of a reply.
                     for n in (75, 150):
                         r, s = await atimed(session.call_tool(
-                            "retriever_search", {"query_list": queries[:n], "top_k": 100}))
-                        res[f"scaling_{n}"] = (s, len(json.dumps(r.structured_content, separators=(",", ":"))))
+                            "retriever_search", {"query_list": queries[:n], "top_k": 100, "max_bytes": 0}))
+                        res[f"scaling_{n}"] = (s, len(r.content[0].text))
                     res["peak_mb"] = server_peak_mb()
 
     asyncio.run(go())

@@ -14,6 +14,9 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ from fastmcp import Client
 from milvus_server import milvus_server_uri  # noqa: F401  (session fixture: the Milvus 2.3.5 server)
 from retriever import Retriever
 from retriever.config import load_config
-from retriever.server import build_server
+from retriever.mcp import build_server
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample_corpus.jsonl"
@@ -148,3 +151,30 @@ def cli_json(*args: str, cwd: Path = ROOT) -> Any:
     proc = run_cli(*args, cwd=cwd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def http_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`retriever serve --transport http` on the built project, with two bearer tokens (rotation)."""
+    from embedding_servers import free_port
+
+    port = free_port()
+    log = (tmp_path_factory.mktemp("http") / "stderr.log").open("w+")
+    env = {**os.environ, "RETRIEVER_HTTP_TOKENS": "tok-old-111,tok-new-222"}
+    proc = subprocess.Popen([str(BIN / "retriever"), "serve", "--config", str(built_project), "--transport",
+                             "http", "--port", str(port), "--init"], stderr=log, env=env)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=1)
+            except urllib.error.HTTPError:
+                break  # it answers (401 without a token)
+            except OSError:
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    log.seek(0)
+    assert "tok-old-111" not in log.read()

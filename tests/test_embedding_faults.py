@@ -11,9 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from embedding_servers import FakeServer, fake_vector, free_port
-
 from conftest import engine_for, write_project
+from embedding_servers import FakeServer, fake_vector, free_port
 from retriever.config import Config, load_config
 from retriever.embedders import build_embedder
 from retriever.errors import ConfigError, EmbeddingServerError, IndexMismatchError, NotYetSupportedError

@@ -16,7 +16,7 @@ from embedding_servers import FakeServer
 from fastmcp import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from retriever.server import build_server
+from retriever.mcp import build_server
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False)

@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from embedding_servers import InfinityServer, infinity_venv
-
 from conftest import SCIFACT, engine_for, write_project
+from embedding_servers import InfinityServer, infinity_venv
 from retriever.config import Config
 from retriever.embedders import build_embedder
 from retriever.errors import EmbeddingServerError

@@ -137,7 +137,7 @@ def test_lifecycle_tools_through_mcp(mcp_built: MCP, tmp_path: Path, built_proje
 # ---- crash safety -------------------------------------------------------------------------------
 
 
-def _change_forever(config: str, ready: "multiprocessing.synchronize.Event") -> None:
+def _change_forever(config: str, ready: multiprocessing.synchronize.Event) -> None:
     e = engine_for(Path(config))
     e.init()
     ready.set()

@@ -8,7 +8,6 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import SCIFACT
 from retriever.config import Config
 from retriever.embedders import build_embedder

@@ -84,7 +84,7 @@ def test_a_failed_write_leaves_the_previous_index_loadable(tmp_path: Path, built
     assert e.search(Q, top_k=1)[0][0].id == "doc11"
 
 
-def _rebuild_forever(config: str, ready: "multiprocessing.synchronize.Event") -> None:
+def _rebuild_forever(config: str, ready: multiprocessing.synchronize.Event) -> None:
     e = engine_for(Path(config))
     e.init()
     ready.set()

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from conftest import MCP
-from test_security import http_server  # noqa: F401  (module fixture: the HTTP server with tokens)
 from fastmcp import Client
 
 Q = "How do plants turn sunlight into sugar?"
@@ -71,7 +70,6 @@ def test_small_replies_carry_structured_content_too(mcp_built: MCP) -> None:
     assert text_json(result) == result.structured_content
 
 
-@pytest.mark.usefixtures("http_server")
 def test_a_large_result_over_http_is_a_bounded_paged_reply(http_server: str) -> None:
     async def run() -> Any:
         async with Client(http_server, auth="tok-new-222", timeout=300) as client:

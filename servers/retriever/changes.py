@@ -19,6 +19,7 @@ from .corpus import DocStore
 from .embedders import Embedder
 from .errors import IndexMissingError, NotYetSupportedError
 from .filters import Filter, to_milvus
+from .indexes import Change
 from .indexes.milvus_index import MilvusIndex, build_collection, shared_store
 from .session import Session, bm25_manifest, build_bm25, corpus_manifest, milvus_manifest, remember_corpus
 from .types import Document
@@ -61,13 +62,10 @@ def commit(s: Session, changes: ChangeLog, progress: bool) -> Session:
     before = len(s.store.log.docs)
     added = changes.docs[before:]
     vectors = changes.vectors[before:] if changes.vectors is not None else None
-    dense = s.dense
-    if isinstance(dense, MilvusIndex):
-        newly = set(changes.deleted.tolist()) - set(s.store.log.deleted.tolist())
-        gone = {s.store.ids[r] for r in newly} - {d.id for d in added}
-        dense = dense.apply(added, vectors, sorted(gone), store.row_of, changes.generation)
-    elif dense is not None and added and vectors is not None:
-        dense = dense.with_vectors(vectors)
+    newly = set(changes.deleted.tolist()) - set(s.store.log.deleted.tolist())
+    gone = {s.store.ids[r] for r in newly} - {d.id for d in added}
+    change = Change(added, vectors, sorted(gone), store.row_of, changes.generation)
+    dense = s.dense.apply(change) if s.dense is not None else None
     bm25 = None
     if s.bm25 is not None and len(store):
         bm25 = build_bm25(nxt, progress)
@@ -97,9 +95,9 @@ def _batches(s: Session, vectors: np.ndarray) -> Iterator[tuple[list[Document], 
     for start in range(0, store.n_base, chunk):
         rows = [r for r in range(start, min(start + chunk, store.n_base)) if store.live[r]]
         yield [store.get(r) for r in rows], np.asarray(vectors[rows], dtype=np.float32)
-    docs, vectors = store.live_added()
-    if docs and vectors is not None:
-        yield docs, vectors
+    added, added_vectors = store.live_added()
+    if added and added_vectors is not None:
+        yield added, added_vectors
 
 
 def _demo_batches(s: Session, embedder: Embedder) -> Iterator[tuple[list[Document], np.ndarray]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RetrieverError
+from .search.rankers import MODES
 
 log = logging.getLogger("retriever")
 
@@ -46,7 +47,7 @@ def _engine(args: argparse.Namespace, **overrides: Any) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .server import build_server
+    from .mcp import build_server
 
     engine = _retriever(args)
     engine.shared = args.transport == "http"  # one session serves every HTTP client
@@ -94,9 +95,18 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _search(engine: Any, mode: str, queries: list[str], k: int, filters: dict[str, Any] | None = None) -> list[Any]:
-    searches = {"dense": engine.search, "bm25": engine.bm25_search, "hybrid": engine.hybrid_search}
-    return searches[mode](queries, k, filters=filters)
+def _request(mode: str, queries: list[str], k: int, filters: dict[str, Any] | None = None) -> Any:
+    """The API request of a search `mode` (the same models the tools take), whole: no reply budget."""
+    from .api import models
+
+    kinds = {"dense": models.SearchRequest, "bm25": models.BM25SearchRequest, "hybrid": models.HybridSearchRequest}
+    return kinds[mode](query_list=queries, top_k=k, filters=filters, return_metadata=True, max_bytes=0)
+
+
+def _search(engine: Any, mode: str, queries: list[str], k: int, filters: dict[str, Any] | None = None) -> dict:
+    from .api import call
+
+    return call(engine, _request(mode, queries, k, filters))
 
 
 def _filters(raw: str | None) -> dict[str, Any] | None:
@@ -110,14 +120,15 @@ def _filters(raw: str | None) -> dict[str, Any] | None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     engine = _engine(args)
-    hits = _search(engine, args.mode, [args.text], args.k, _filters(args.filters))[0]
+    out = _search(engine, args.mode, [args.text], args.k, _filters(args.filters))
+    hits = list(zip(out["ret_ids"][0], out["ret_scores"][0], out["ret_psg"][0], out["ret_meta"][0]))
     if args.json:
-        print(json.dumps([{"id": h.id, "score": h.score, "text": h.text, "metadata": h.metadata} for h in hits],
+        print(json.dumps([{"id": i, "score": sc, "text": t, "metadata": m} for i, sc, t, m in hits],
                          ensure_ascii=False))
         return 0
-    for rank, h in enumerate(hits, start=1):
-        text = h.text if len(h.text) <= 160 else h.text[:157] + "..."
-        print(f"{rank:>3}. [{h.id}] {h.score:.4f}  {text}")
+    for rank, (doc_id, score, text, _) in enumerate(hits, start=1):
+        text = text if len(text) <= 160 else text[:157] + "..."
+        print(f"{rank:>3}. [{doc_id}] {score:.4f}  {text}")
     return 0
 
 
@@ -166,9 +177,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise RetrieverError(f"{len(missing)} qrels queries are not in {args.queries} (first: {missing[0]})")
     qids = list(qrels)
     t = time.perf_counter()
-    results = _search(engine, args.mode, [queries[q] for q in qids], args.k)
+    out = _search(engine, args.mode, [queries[q] for q in qids], args.k)
     seconds = time.perf_counter() - t
-    run = {q: [(h.id, h.score) for h in hits] for q, hits in zip(qids, results)}
+    run = {q: list(zip(ids, scores)) for q, ids, scores in zip(qids, out["ret_ids"], out["ret_scores"])}
     metrics = {"mode": args.mode, **evaluate(run, qrels), "search_seconds": round(seconds, 2)}
     if args.run_file:
         write_trec_run(run, args.run_file, f"retriever-{args.mode}")
@@ -210,7 +221,7 @@ def parser() -> argparse.ArgumentParser:
     s = add("search", "search the saved indexes")
     s.add_argument("text")
     s.add_argument("-k", type=int, default=10)
-    s.add_argument("--mode", choices=["dense", "bm25", "hybrid"], default="dense")
+    s.add_argument("--mode", choices=MODES, default="dense")
     s.add_argument("--filters", help='a filter as JSON, e.g. \'{"field": "meta.year", "operator": ">=", "value": 2020}\'')
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_search)
@@ -228,7 +239,7 @@ def parser() -> argparse.ArgumentParser:
     s = add("eval", "nDCG@10, Recall@100, MRR@10 over BEIR queries and qrels")
     s.add_argument("--queries", type=Path, required=True)
     s.add_argument("--qrels", type=Path, required=True)
-    s.add_argument("--mode", choices=["dense", "bm25", "hybrid"], default="dense",
+    s.add_argument("--mode", choices=MODES, default="dense",
                    help="hybrid uses the YAML's hybrid section (fusion, rrf_k, vector_weight, candidate_depth)")
     s.add_argument("-k", type=int, default=100, help="depth of the run (default 100)")
     s.add_argument("--json", action="store_true")

@@ -141,7 +141,7 @@ class Collection:
             raise InvalidInputError(f"the collection's added documents were embedded with {log.model!r}, this "
                                     f"session uses {model!r}; use the same model for every add")
         replaced = [self.row_of[d.id] for d in docs if d.id in self.row_of]
-        stacked = vectors if log.vectors is None else np.concatenate([log.vectors, vectors])  # type: ignore[list-item]
+        stacked = vectors if log.vectors is None else np.concatenate([log.vectors, vectors])
         return ChangeLog(log.docs + tuple(docs), stacked, _union(log.deleted, replaced), log.generation + 1, model)
 
     def with_deleted(self, rows: Iterable[int]) -> ChangeLog:

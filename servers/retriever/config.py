@@ -7,6 +7,7 @@ path and the valid choices. Relative paths resolve against the YAML file's folde
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -109,6 +110,7 @@ class BackendConfigs(_Model):
 
 
 class FaissConfig(_Model):
+    index_factory: str = "Flat"  # a FAISS index_factory string with inner product: Flat (exact), HNSW32, IVF1024,Flat...
     index_use_gpu: bool = False
     index_chunk_size: int = Field(10000, ge=1)
     index_path: ResolvedPath = Path("index/faiss")
@@ -307,7 +309,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: Mapping[str, Any]) -> str:
     loc = tuple(err["loc"])
     path = ".".join(str(p) for p in loc) or "(top level)"
     if err["type"] == "extra_forbidden":

@@ -1,9 +1,10 @@
 """The embedding matrix on disk: `<name>.npy` written in chunks, with a `<name>.npy.json` sidecar.
 
 The matrix is written through `numpy.lib.format.open_memmap` a chunk at a time, so memory stays
-at one chunk; passages go shortest first over the whole corpus to cut padding. Crash safety: the new matrix goes to a temporary name; the old sidecar is removed
-before the new matrix is renamed into place and the new sidecar written last. A matrix without
-its sidecar is refused, so a crash never leaves a matrix that loads as the wrong one.
+at one chunk; passages go shortest first over the whole corpus to cut padding. Crash safety:
+the new matrix goes to a temporary name; the old sidecar is removed before the new matrix is
+renamed into place and the new sidecar written last. A matrix without its sidecar is refused,
+so a crash never leaves a matrix that loads as the wrong one.
 """
 
 from __future__ import annotations

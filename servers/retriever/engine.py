@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import changes, compute
+from . import changes
 from .collection import parse_documents
 from .config import Config, HybridConfig, load_config
 from .corpus import DocStore
@@ -25,28 +25,28 @@ from .embedfile import open_embeddings, write_embeddings
 from .errors import (
     AlreadyExistsError,
     IndexMismatchError,
-    LimitError,
     IndexMissingError,
     InvalidInputError,
+    LimitError,
     NotInitializedError,
     NotYetSupportedError,
 )
-from .limits import chunked
-from .fanout import fanout_search
 from .filters import parse as parse_filter
 from .guard import allowed_roots, check_client_config, check_path
+from .hybrid import hybrid_options
+from .indexes import check_backend
+from .indexes.faiss import FaissIndex
+from .limits import chunked
 from .locks import collection_lock
-from .fusion import SCALERS
-from .hybrid import Fused, RowRanking, fused_hits, fused_rows, hybrid_options, max_fused_score
-from .indexes import index_backend
 from .persist import read_manifest
-from .results import as_queries, build_hits, check_top_k, pick, search_groups
+from .results import as_queries, check_top_k, pick, search_groups
+from .search import BM25, KINDS, Dense, Hybrid, Ranker, run
+from .search.fanout import fanout
+from .search.stages import apply, stages
 from .session import (
-    Allowed,
     Session,
     bm25_manifest,
     build_bm25,
-    candidates,
     collection_names,
     dense_manifest,
     describe,
@@ -97,7 +97,7 @@ class Retriever:
                 raise InvalidInputError("is_demo keeps every document in Milvus: set index_backend: milvus")
             if cfg.is_multimodal:
                 raise NotYetSupportedError("is_multimodal is accepted but not active in this release")
-            index_backend(cfg)  # fail early on an inactive index backend
+            check_backend(cfg)
             self.session = open_session(cfg)
             self._others = {}
             return self.status()
@@ -195,7 +195,8 @@ class Retriever:
                 raise AlreadyExistsError(f"an index exists at {folder}; pass overwrite=true to rebuild it")
             expected = dense_manifest(s.docs, embedder)
             vectors = open_embeddings(self._path(embedding_path, s.config.paths().embedding, "embedding_path"), expected)
-            index = index_backend(s.config).build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu)
+            index = FaissIndex.build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu,
+                                                  factory=fcfg.index_factory)
             remember_corpus(s.config)
             index.save(folder, expected)
             self._publish(s, dense=with_log(s, index))
@@ -204,16 +205,8 @@ class Retriever:
                 out["warnings"] = index.warnings
             return out
 
-    def _dense_rows(self, s: Session, embedder: Embedder, queries: list[str], k: int,
-                    query_instruction: str | None, allowed: Allowed) -> RowRankings:
-        if s.dense is None:
-            raise IndexMissingError("no dense index is loaded; call retriever_embed then retriever_index")
-        vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
-        return s.dense.search(vectors, k, *allowed)
-
-    def _dense_scaler(self, s: Session) -> Callable[[float], float]:
-        normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
-        return SCALERS["cosine" if normalized else "dot_product"]
+    def _k(self, s: Session, top_k: int | None) -> int:
+        return check_top_k(pick(top_k, s.config.top_k))
 
     def search(self, query_list: str | Sequence[str], top_k: int | None = None,
                query_instruction: str | None = None, score_threshold: float | None = None,
@@ -222,19 +215,11 @@ class Retriever:
         expit(s / 100)); `score_threshold` drops hits below it (after scaling, if asked);
         `filters` (see filters.py) limits the candidates before the top k is taken."""
         s, embedder = self._need_embedder("retriever_search")
-        queries = as_queries(query_list)
-        k = check_top_k(pick(top_k, s.config.top_k))
+        queries, k = as_queries(query_list), self._k(s, top_k)
         if s.config.is_demo:
             return chunked(lambda qs: self._demo_search(s, embedder, qs, k, query_instruction, score_threshold,
                                                         scale_score, filters), queries, s.config.limits, k)
-        allowed = candidates(s, filters)
-        scale = self._dense_scaler(s) if scale_score else None
-
-        def one(qs: list[str]) -> list[list[Hit]]:
-            rows, scores = self._dense_rows(s, embedder, qs, k, query_instruction, allowed)
-            return build_hits(s.store, rows, scores, scale, score_threshold)
-
-        return chunked(one, queries, s.config.limits, k)
+        return run.search(s, Dense(query_instruction), queries, k, filters, scale_score, score_threshold)
 
     def _demo_search(self, s: Session, embedder: Embedder, queries: list[str], top_k: int,
                      query_instruction: str | None, threshold: float | None, scale_score: bool,
@@ -245,9 +230,7 @@ class Retriever:
         vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
         f = None if filters is None else parse_filter(filters)
         found = s.dense.search_hits(vectors, top_k, f)  # type: ignore[attr-defined]
-        scale = self._dense_scaler(s) if scale_score else None
-        scored = [[replace(h, score=scale(h.score)) for h in hits] for hits in found] if scale else found
-        return [[h for h in hits if threshold is None or h.score >= threshold] for hits in scored]
+        return apply(found, stages(Dense().scale(s) if scale_score else None, threshold))
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None, score_threshold: float | None = None,
@@ -277,25 +260,12 @@ class Retriever:
             return {"save_path": str(folder), **manifest, "documents": len(s.store),
                     "lang": s.config.backend_configs.bm25.lang}
 
-    def _bm25_rows(self, s: Session, queries: list[str], k: int, allowed: Allowed) -> RowRankings:
-        if s.bm25 is None:
-            raise IndexMissingError("no BM25 index is loaded; call bm25_index")
-        return s.bm25.search(queries, k, allowed[0])
-
     def bm25_search(self, query_list: str | Sequence[str], top_k: int | None = None,
                     score_threshold: float | None = None, scale_score: bool = False,
                     filters: dict[str, Any] | None = None) -> list[list[Hit]]:
         """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
         s = self.need("bm25_search")
-        queries = as_queries(query_list)
-        k = check_top_k(pick(top_k, s.config.top_k))
-        allowed = candidates(s, filters)
-
-        def one(qs: list[str]) -> list[list[Hit]]:
-            rows, scores = self._bm25_rows(s, qs, k, allowed)
-            return build_hits(s.store, rows, scores, SCALERS["bm25"] if scale_score else None, score_threshold)
-
-        return chunked(one, queries, s.config.limits, k)
+        return run.search(s, BM25(), as_queries(query_list), self._k(s, top_k), filters, scale_score, score_threshold)
 
     # ---- documents: add (upsert) and delete ----------------------------------------------------
 
@@ -327,21 +297,7 @@ class Retriever:
         return {"collections": [describe(cfg.model_copy(update={"collection_name": name}))
                                 for name in collection_names(cfg)]}
 
-    # ---- hybrid ----------------------------------------------------------------------------
-
-    def _hybrid_rows(self, s: Session, embedder: Embedder, queries: list[str], h: HybridConfig, k: int,
-                     query_instruction: str | None, allowed: Allowed) -> list[Fused]:
-        """Per query, the fused top `k` of dense and BM25, each searched `h.candidate_depth` deep,
-        dense on the compute thread while BM25 runs on this one."""
-        if s.dense is None or s.bm25 is None:
-            raise IndexMissingError("hybrid search needs both indexes: call retriever_embed + retriever_index "
-                                    "and bm25_index")
-        dense = compute.submit(self._dense_rows, s, embedder, queries, h.candidate_depth, query_instruction, allowed)
-        b_rows, b_scores = self._bm25_rows(s, queries, h.candidate_depth, allowed)
-        d_rows, d_scores = dense.result()
-        weights = [h.vector_weight, 1.0 - h.vector_weight]
-        return [fused_rows(s.store, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
-                           h.fusion, weights, h.rrf_k, k) for i in range(len(queries))]
+    # ---- hybrid, multi-query, fan-out (search/) ----------------------------------------------
 
     def hybrid_search(self, query_list: str | Sequence[str], top_k: int | None = None,
                       query_instruction: str | None = None, fusion: str | None = None,
@@ -351,19 +307,11 @@ class Retriever:
         """Dense and BM25 at once, each `candidate_depth` deep, fused per query (see fusion.py).
         Each hit carries its rank and score in each retriever. `scale_score` divides by the best
         possible fused score."""
-        s, embedder = self._need_embedder("retriever_hybrid_search")
-        queries = as_queries(query_list)
-        k = check_top_k(pick(top_k, s.config.top_k))
+        s, _ = self._need_embedder("retriever_hybrid_search")
         h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
                            candidate_depth=candidate_depth)
-        allowed = candidates(s, filters)
-        best = max_fused_score(h.fusion, [h.vector_weight, 1.0 - h.vector_weight], h.rrf_k)
-
-        def one(qs: list[str]) -> list[list[Hit]]:
-            fused = self._hybrid_rows(s, embedder, qs, h, k, query_instruction, allowed)
-            return fused_hits(s.store, fused, best if scale_score else None, score_threshold)
-
-        return chunked(one, queries, s.config.limits, max(k, h.candidate_depth))
+        return run.search(s, Hybrid(h, query_instruction), as_queries(query_list), self._k(s, top_k), filters,
+                          scale_score, score_threshold)
 
     def hybrid_batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                             **options: Any) -> list[list[list[Hit]]]:
@@ -374,20 +322,11 @@ class Retriever:
                            candidate_depth: int | None = None, score_threshold: float | None = None,
                            scale_score: bool = False, filters: dict[str, Any] | None = None) -> list[list[Hit]]:
         """Several phrasings per question, each searched `candidate_depth` deep with `mode`
-        (dense, bm25 or hybrid), fused with RRF (k from the YAML) into one ranking per question.
-        The phrasings' rankings stay rows and scores: no document is read until the fused top k."""
+        (dense, bm25 or hybrid), fused with RRF (k from the YAML) into one ranking per question."""
         s = self.need("retriever_multi_query_search")
-        k = check_top_k(pick(top_k, s.config.top_k))
         h = hybrid_options(s.config.hybrid, candidate_depth=candidate_depth)
-        allowed = candidates(s, filters)
-
-        def rankings(queries: list[str]) -> list[RowRanking]:
-            return self.rankings(s, mode, queries, h, query_instruction, allowed)
-
-        fused = [fused_rows(s.store, {str(i): ranking for i, ranking in enumerate(group)}, "rrf", None, h.rrf_k, k)
-                 for group in search_groups(rankings, question_list, "question_list")]
-        best = max_fused_score("rrf", [1.0], h.rrf_k)  # equal weights summing to 1, whatever the count
-        return fused_hits(s.store, fused, best if scale_score else None, score_threshold)
+        return run.multi_query(s, _kind(s, mode, h, query_instruction), question_list, self._k(s, top_k),
+                               h.candidate_depth, h.rrf_k, filters, scale_score, score_threshold)
 
     def collection_session(self, name: str) -> Session:
         """The session of collection `name` ("" = the default): the current one, or one opened with
@@ -404,29 +343,15 @@ class Retriever:
                 other = self._others[name] = open_session(cfg, s.embedder)
             return other
 
-    def fanout_search(self, query_list: str | Sequence[str], collections: Sequence[str],
-                      **options: Any) -> tuple[list[list[Hit]], dict[str, str]]:
-        """One search over several collections, fused with RRF (see fanout.py)."""
-        return fanout_search(self, query_list, collections, **options)
-
-    def rankings(self, s: Session, mode: str, queries: list[str], h: HybridConfig, query_instruction: str | None,
-                 allowed: Allowed) -> list[RowRanking]:
-        """Per query, rows and scores `h.candidate_depth` deep with `mode` (dense, bm25 or hybrid)."""
-        if mode not in ("dense", "bm25", "hybrid"):
-            raise InvalidInputError(f"mode must be one of ['bm25', 'dense', 'hybrid'], got {mode!r}")
-        return chunked(lambda qs: self._rankings(s, mode, qs, h, query_instruction, allowed), queries,
-                       s.config.limits, h.candidate_depth)
-
-    def _rankings(self, s: Session, mode: str, queries: list[str], h: HybridConfig, query_instruction: str | None,
-                  allowed: Allowed) -> list[RowRanking]:
-        if mode == "bm25":
-            return list(zip(*self._bm25_rows(s, queries, h.candidate_depth, allowed)))
-        if s.embedder is None:
-            raise NotYetSupportedError(f"mode {mode!r}: backend is 'bm25', which has no embedder; use mode 'bm25'")
-        if mode == "dense":
-            return list(zip(*self._dense_rows(s, s.embedder, queries, h.candidate_depth, query_instruction, allowed)))
-        return [(rows, scores) for rows, scores, _ in
-                self._hybrid_rows(s, s.embedder, queries, h, h.candidate_depth, query_instruction, allowed)]
+    def fanout_search(self, query_list: str | Sequence[str], collections: Sequence[str], top_k: int | None = None,
+                      mode: str = "hybrid", query_instruction: str | None = None, candidate_depth: int | None = None,
+                      filters: dict[str, Any] | None = None, score_threshold: float | None = None,
+                      scale_score: bool = False) -> tuple[list[list[Hit]], dict[str, str]]:
+        """One search over several collections, fused with RRF (see search/fanout.py)."""
+        s = self.need("retriever_fanout_search")
+        h = hybrid_options(s.config.hybrid, candidate_depth=candidate_depth)
+        return fanout(self.collection_session, as_queries(query_list), collections, self._k(s, top_k), h, mode,
+                      query_instruction, filters, score_threshold, scale_score)
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -437,6 +362,15 @@ class Retriever:
         path = Path(given)
         path = path if path.is_absolute() or self.base_dir is None else self.base_dir / path
         return check_path(path, allowed_roots(self.base_config, self.base_dir), what)
+
+
+def _kind(s: Session, mode: str, h: HybridConfig, query_instruction: str | None) -> Ranker:
+    """The retriever kind `mode` names (search/rankers.py), checked against the session."""
+    if mode not in KINDS:
+        raise InvalidInputError(f"mode must be one of {sorted(KINDS)}, got {mode!r}")
+    if mode != "bm25" and s.embedder is None:
+        raise NotYetSupportedError(f"mode {mode!r}: backend is 'bm25', which has no embedder; use mode 'bm25'")
+    return KINDS[mode](h, query_instruction)
 
 
 def _need_corpus(s: Session, tool: str) -> DocStore:

@@ -64,9 +64,10 @@ def convex(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, 
            limit: int | None = None) -> list[tuple[K, float]]:
     """Convex combination of min-max normalised scores; a key missing from a list scores 0 there."""
     parts: dict[K, list[float]] = {}
+    key: K
     for w, ranking in zip(_weights(len(rankings), weights), rankings):
-        for key, s in minmax(ranking):
-            parts.setdefault(key, []).append(w * s)
+        for key, score in minmax(ranking):
+            parts.setdefault(key, []).append(w * score)
     return _sorted(_sums(parts), limit)
 
 

@@ -38,7 +38,7 @@ def fused_rows(
     return rows, scores, sources
 
 
-def source_of(ranking: list[tuple[str, float]], index: int | None) -> tuple[int, float] | None:
+def source_of(ranking: Sequence[tuple[Any, float]], index: int | None) -> tuple[int, float] | None:
     """(rank from 1, score) of the document at `index` of a retriever's list, None if absent."""
     return None if index is None else (index + 1, ranking[index][1])
 

@@ -136,7 +136,7 @@ def _sweep(folder: Path, keep: str) -> None:
             entry.unlink(missing_ok=True)
 
 
-def check_manifest(manifest: dict[str, Any], expected: dict[str, Any], where: Path, fix: str) -> None:
+def check_manifest(manifest: dict[str, Any], expected: dict[str, Any], where: Path | str, fix: str) -> None:
     """Refuse a manifest whose recorded values differ from what this session expects."""
     wrong = [f"{k}: saved {manifest.get(k)!r}, now {v!r}" for k, v in expected.items() if manifest.get(k) != v]
     if wrong:

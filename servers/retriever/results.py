@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from .corpus import DocStore
 from .errors import InvalidInputError
 from .types import Document, Hit
 
@@ -39,7 +38,13 @@ def pick(given: Any, default: Any) -> Any:
     return default if given is None else given
 
 
-def build_hits(docs: DocStore, rows: Sequence[np.ndarray], scores: Sequence[np.ndarray],
+class Documents(Protocol):
+    """What hits are read from: a corpus file's store or a collection (corpus + change log)."""
+
+    def get(self, row: int) -> Document: ...
+
+
+def build_hits(docs: Documents, rows: Sequence[np.ndarray], scores: Sequence[np.ndarray],
                scale: Callable[[float], float] | None = None, threshold: float | None = None,
                sources: Sequence[list[Any]] | None = None) -> list[list[Hit]]:
     """Per query, the hits of its rows, scaled and thresholded; a document is read once per call."""

@@ -19,7 +19,8 @@ from .embedders import Embedder, build_embedder
 from .errors import IndexMismatchError
 from .filters import Filter
 from .filters import parse as parse_filter
-from .indexes import VectorIndex, index_backend
+from .indexes import Change, VectorIndex
+from .indexes.faiss import FaissIndex
 from .indexes.milvus_index import MilvusIndex, shared_store
 from .persist import atomic_write_text, check_manifest, read_manifest
 from .sparse import BM25Index
@@ -94,14 +95,13 @@ def load_dense(s: Session, warnings: list[str]) -> VectorIndex | None:
         return load_milvus(s, warnings)
     folder = s.config.paths().faiss
     fcfg = s.config.index_backend_configs.faiss
-    backend = index_backend(s.config)
-    index = backend.load(folder, use_gpu=fcfg.index_use_gpu)
+    index: VectorIndex | None = FaissIndex.load(folder, use_gpu=fcfg.index_use_gpu)
     if index is not None:
         check_manifest(index.manifest, dense_manifest(s.docs, s.embedder), folder,
                        "call retriever_embed and retriever_index with overwrite=true")
         warnings += index.warnings
     elif s.docs is None:
-        index = backend.empty(s.embedder.dimension)
+        index = FaissIndex.empty(s.embedder.dimension)
     return with_log(s, index)
 
 
@@ -114,7 +114,7 @@ def with_log(s: Session, index: VectorIndex | None) -> VectorIndex | None:
         raise IndexMismatchError(f"{s.config.paths().docs}: the added documents were embedded with "
                                  f"{added.model!r}, this session uses {s.embedder.model_id if s.embedder else None!r};"
                                  " add them again with this model, or restore the model")
-    return index.with_vectors(added.vectors)
+    return index.apply(Change(added.docs, added.vectors, [], s.store.row_of, added.generation))
 
 
 def milvus_manifest(s: Session) -> dict[str, Any]:
@@ -145,7 +145,7 @@ def load_milvus(s: Session, warnings: list[str]) -> MilvusIndex | None:
         log.warning(warnings[-1])
         docs, vectors = s.store.live_added()
         dead = {s.store.ids[r] for r in log_.deleted.tolist()} - set(s.store.row_of)
-        index = index.apply(docs, vectors, sorted(dead), s.store.row_of, log_.generation)
+        index = index.apply(Change(docs, vectors, sorted(dead), s.store.row_of, log_.generation))
     return index
 
 

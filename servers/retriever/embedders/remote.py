@@ -160,7 +160,7 @@ class ServerEmbedder:
             raise self._error("returned vectors with NaN or infinite values", retried=False)
         if self._s.normalize:
             norms = np.linalg.norm(out, axis=1, keepdims=True)
-            out = out / np.where(norms == 0, 1, norms)
+            out = (out / np.where(norms == 0, 1, norms)).astype(np.float32)
         return out
 
     def _error(self, what: str, retried: bool = True) -> EmbeddingServerError:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..compute import on_compute_thread
 from ..config import MINILM_ALIASES, Config
+from ..errors import ConfigError
 from .base import with_instruction
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,10 @@ class SentenceTransformerEmbedder:
             cfg.resolved_model(), device=self.device, trust_remote_code=st.trust_remote_code,
             local_files_only=Path(cfg.resolved_model()).exists(), model_kwargs=model_kwargs,
         ))
-        self.dimension = int(self.model.get_embedding_dimension())
+        dimension = self.model.get_embedding_dimension()
+        if dimension is None:
+            raise ConfigError(f"{cfg.resolved_model()}: the model does not say its embedding dimension")
+        self.dimension = int(dimension)
         self._q_kwargs = self._prompt_kwargs(self._enc.q_prompt_name, self._enc.q_task)
         self._p_kwargs = self._prompt_kwargs(self._enc.psg_prompt_name, self._enc.psg_task)
         self.encode_queries(["warm-up"], "")  # the first real query pays no start-up cost

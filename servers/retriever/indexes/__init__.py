@@ -1,31 +1,23 @@
-"""Vector index backends; `build_index(cfg)` / `load_index(cfg)` pick one."""
+"""Vector index backends: FAISS on disk (faiss.py) and Milvus, Lite or server (milvus*.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ..errors import NotYetSupportedError
-from .base import VectorIndex
+from .base import Change, VectorIndex
 
 if TYPE_CHECKING:
     from ..config import Config
 
-
-def index_backend(cfg: Config) -> type:
-    match cfg.index_backend:
-        case "faiss":
-            from .faiss import FaissIndex
-
-            return FaissIndex
-        case "milvus":
-            from .milvus_index import MilvusIndex
-
-            return MilvusIndex
-        case other:
-            raise NotYetSupportedError(
-                f"index_backend {other!r} is accepted in parameter.yaml but not active in this "
-                "release; use index_backend: faiss"
-            )
+BACKENDS = ("faiss", "milvus")
 
 
-__all__ = ["VectorIndex", "index_backend"]
+def check_backend(cfg: Config) -> None:
+    """Fail early on an index backend this release does not run."""
+    if cfg.index_backend not in BACKENDS:
+        raise NotYetSupportedError(f"index_backend {cfg.index_backend!r} is not active in this release; use one of "
+                                   f"{', '.join(BACKENDS)}")
+
+
+__all__ = ["BACKENDS", "Change", "VectorIndex", "check_backend"]

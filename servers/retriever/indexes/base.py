@@ -1,19 +1,32 @@
-"""The contract every vector index meets: rows in, (rows, scores) out."""
+"""The contract every vector index meets: rows in, (rows, scores) out, and changes applied."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..filters import Filter
+from ..types import Document
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of a collection, as its change log records it (collection.py)."""
+
+    added: Sequence[Document]  # appended as the next rows, in order
+    vectors: np.ndarray | None  # their vectors (None without an embedder)
+    deleted: Sequence[str]  # ids no longer live anywhere (a replaced id is not among them)
+    row_of: Mapping[str, int]  # id -> live row after the change
+    generation: int  # the change log's generation after the change
 
 
 class VectorIndex(Protocol):
     dimension: int
     manifest: dict[str, Any]
+    warnings: list[str]
 
     def __len__(self) -> int: ...
 
@@ -24,10 +37,6 @@ class VectorIndex(Protocol):
         live rows), or by the filter `f` where the backend evaluates filters itself."""
         ...
 
-    def with_vectors(self, vectors: np.ndarray) -> VectorIndex:
-        """A new index with `vectors` appended as the next rows; this one is unchanged."""
-        ...
-
-    def save(self, folder: Path, manifest: dict[str, Any]) -> None:
-        """Publish atomically with `manifest` (model, dimension, count, corpus fingerprint)."""
+    def apply(self, change: Change) -> VectorIndex:
+        """The index after `change`: a new snapshot; searches holding this one are undisturbed."""
         ...

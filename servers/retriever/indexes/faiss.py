@@ -1,4 +1,10 @@
-"""FAISS on local disk: exact inner product (IndexFlatIP), row i = corpus row i."""
+"""FAISS on local disk: row i = corpus row i; exact inner product (`Flat`) by default, or any
+`index_factory` string (HNSW, IVF, PQ: the ANN choices) with inner product.
+
+Adding documents appends to the same FAISS index (no copy): every FAISS call runs on the one
+compute thread, so an add never races a search, and a snapshot taken before the add sees only
+its own first `n` rows (an ID range or bitmap limits the candidates exactly).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from ..compute import on_compute_thread
-from ..errors import IndexMismatchError, MissingDependencyError
+from ..errors import ConfigError, IndexMismatchError, MissingDependencyError
 from ..filters import Filter
 from ..persist import publish, read_manifest
+from .base import Change
 
 log = logging.getLogger(__name__)
 
@@ -35,36 +42,64 @@ def _maybe_gpu(index: Any, use_gpu: bool, warnings: list[str]) -> Any:
     return faiss.index_cpu_to_all_gpus(index)
 
 
+def new_index(dimension: int, factory: str = "Flat") -> Any:
+    """An empty inner-product index from an `index_factory` string ("Flat": exact)."""
+    faiss = _faiss()
+    try:
+        return faiss.index_factory(dimension, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise ConfigError(f"index_backend_configs.faiss.index_factory: {factory!r} is not a FAISS index_factory "
+                          f"string ({str(e).splitlines()[-1][:200]}); e.g. Flat, HNSW32, IVF1024,Flat") from None
+
+
 class FaissIndex:
     kind = "faiss"
 
-    def __init__(self, index: Any, manifest: dict[str, Any], use_gpu: bool = False) -> None:
+    def __init__(self, index: Any, manifest: dict[str, Any], use_gpu: bool = False, n: int | None = None,
+                 device: Any = None) -> None:
         self.warnings: list[str] = []
         self._use_gpu = use_gpu
         self._cpu = index
-        self._index = _maybe_gpu(index, use_gpu, self.warnings)
+        self._index = device if device is not None else _maybe_gpu(index, use_gpu, self.warnings)
+        self._n = int(index.ntotal) if n is None else n  # the rows this snapshot sees
         self.dimension = int(index.d)
         self.manifest = manifest
 
     @classmethod
-    def build(cls, vectors: np.ndarray, chunk: int, use_gpu: bool = False) -> FaissIndex:
-        """Add `vectors` (an array or a memmap) `chunk` rows at a time."""
-        faiss = _faiss()
-        index = faiss.IndexFlatIP(int(vectors.shape[1]))
+    def build(cls, vectors: np.ndarray, chunk: int, use_gpu: bool = False, factory: str = "Flat") -> FaissIndex:
+        """Add `vectors` (an array or a memmap) `chunk` rows at a time; an ANN index is trained
+        first on (up to) its first 256 x nlist-ish rows, as FAISS asks."""
+        index = new_index(int(vectors.shape[1]), factory)
+        if not index.is_trained:
+            sample = np.ascontiguousarray(vectors[: min(len(vectors), 100_000)], dtype=np.float32)
+            on_compute_thread(index.train, sample)
         for start in range(0, len(vectors), chunk):
             on_compute_thread(index.add, np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32))
         return cls(index, {}, use_gpu)
 
     @classmethod
     def empty(cls, dimension: int) -> FaissIndex:
-        return cls(_faiss().IndexFlatIP(dimension), {})
+        return cls(new_index(dimension), {})
+
+    def apply(self, change: Change) -> FaissIndex:
+        """Added documents' vectors appended as the next rows; deleted rows stay (the collection
+        masks them) until the next build."""
+        return self.with_vectors(change.vectors) if change.added and change.vectors is not None else self
 
     def with_vectors(self, vectors: np.ndarray) -> FaissIndex:
-        """A copy with `vectors` appended as the next rows (this index is left as it is, so
-        searches holding it are undisturbed)."""
-        index = _faiss().clone_index(self._cpu)
-        on_compute_thread(index.add, np.ascontiguousarray(vectors, dtype=np.float32))
-        return FaissIndex(index, self.manifest, self._use_gpu)
+        """This index with `vectors` appended as the next rows, without a copy: the new snapshot
+        sees them, this one (and searches holding it) still sees its own `n` rows."""
+        if self._n != self._cpu.ntotal:
+            raise IndexMismatchError("vectors can be appended only to the newest snapshot of an index")
+        batch = np.ascontiguousarray(vectors, dtype=np.float32)
+
+        def append() -> None:
+            self._cpu.add(batch)
+            if self._index is not self._cpu:
+                self._index.add(batch)
+
+        on_compute_thread(append)
+        return FaissIndex(self._cpu, self.manifest, self._use_gpu, self._n + len(batch), self._index)
 
     @classmethod
     def load(cls, folder: Path, use_gpu: bool = False) -> FaissIndex | None:
@@ -79,22 +114,26 @@ class FaissIndex:
         return cls(index, manifest, use_gpu)
 
     def __len__(self) -> int:
-        return int(self._index.ntotal)
+        return self._n
 
     def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None,
-               f: Filter | None = None) -> tuple[np.ndarray, np.ndarray]:
+               f: Filter | None = None) -> tuple[Any, Any]:  # 2-D arrays: a row per query
         """Exact top k; with `allowed` (a boolean mask over rows) only those rows are candidates,
         scanned in full by FAISS (an ID selector), so a selective filter still fills k. The
         filter `f` itself is already in `allowed`."""
         queries = np.ascontiguousarray(queries, dtype=np.float32)
-        if allowed is None:
+        faiss = _faiss()
+        if allowed is None and self._n == self._cpu.ntotal:
             scores, rows = on_compute_thread(self._index.search, queries, min(k, len(self)))
+            return rows, scores
+        if allowed is None:  # an older snapshot: rows appended since are not its own
+            params = faiss.SearchParameters(sel=faiss.IDSelectorRange(0, self._n))
+            scores, rows = on_compute_thread(lambda: self._index.search(queries, min(k, self._n), params=params))
             return rows, scores
         allowed = allowed[: len(self)]
         k = min(k, int(allowed.sum()))
         if k == 0:
             return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0), np.float32)
-        faiss = _faiss()
         bitmap = np.packbits(allowed, bitorder="little")
         params = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap)))
         scores, rows = on_compute_thread(lambda: self._index.search(queries, k, params=params))
@@ -102,5 +141,7 @@ class FaissIndex:
 
     def save(self, folder: Path, manifest: dict[str, Any]) -> None:
         faiss = _faiss()
-        full = {**manifest, "kind": self.kind, "metric": "ip", "index_type": "IndexFlatIP"}
+        if self._n != self._cpu.ntotal:
+            raise IndexMismatchError("only the newest snapshot of an index can be saved")
+        full = {**manifest, "kind": self.kind, "metric": "ip", "index_type": type(self._cpu).__name__}
         self.manifest = publish(folder, full, lambda p: faiss.write_index(self._cpu, str(p)))

@@ -80,7 +80,7 @@ class MilvusStore:
         uri: str,
         token: str | None,
         collection: str,
-        fields: MilvusFields = MilvusFields(),
+        fields: MilvusFields = MilvusFields(),  # noqa: B008 - a frozen value, never mutated
         metric_type: str = "IP",
         index_params: dict[str, Any] | None = None,
         search_params: dict[str, Any] | None = None,

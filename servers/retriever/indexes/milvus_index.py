@@ -25,6 +25,7 @@ import numpy as np
 from ..compute import on_compute_thread
 from ..filters import Filter, to_milvus
 from ..types import Document, Hit
+from .base import Change
 from .milvus import MilvusStore
 from .milvus_config import MilvusConfig
 
@@ -84,22 +85,16 @@ class MilvusIndex:
     def write(self, docs: Sequence[Document], vectors: np.ndarray) -> None:
         self.store.upsert([d.id for d in docs], vectors, [d.text for d in docs], [d.metadata for d in docs])
 
-    def apply(self, added: Sequence[Document], vectors: np.ndarray | None, deleted: Sequence[str],
-              row_of: Mapping[str, int] | None, generation: int) -> MilvusIndex:
+    def apply(self, change: Change) -> MilvusIndex:
         """The change log's latest change: upsert the added documents, delete the deleted ids,
         record the generation."""
-        if added and vectors is not None:
-            self.write(added, vectors)
-        if deleted:
-            self.store.delete(ids=list(deleted))
-        manifest = {**self.manifest, "log_generation": generation}
+        if change.added and change.vectors is not None:
+            self.write(change.added, change.vectors)
+        if change.deleted:
+            self.store.delete(ids=list(change.deleted))
+        manifest = {**self.manifest, "log_generation": change.generation}
         self.store.update_info(manifest)
-        return MilvusIndex(self.store, row_of, manifest)
-
-    def save(self, folder: Any, manifest: dict[str, Any]) -> None:
-        """The manifest lives in the collection (a property), not in a folder."""
-        self.manifest = {**self.manifest, **manifest}
-        self.store.update_info(self.manifest)
+        return MilvusIndex(self.store, change.row_of, manifest)
 
 
 _STORES: dict[tuple[str, str], MilvusStore] = {}

@@ -10,40 +10,37 @@ answer; only when every collection fails is the call an error.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from .errors import CancelledWork, InvalidInputError, RetrieverError
-from .fusion import rrf
-from .hybrid import RowRanking, hybrid_options, max_fused_score, source_of
-from .results import as_queries, check_top_k, pick
-from .session import candidates
-from .types import Hit
-
-if TYPE_CHECKING:
-    from .engine import Retriever
-    from .session import Session
-
-Key = tuple[str, int]  # (collection, row)
+from ..config import HybridConfig
+from ..errors import CancelledWork, InvalidInputError, RetrieverError
+from ..fusion import rrf
+from ..hybrid import RowRanking, max_fused_score, source_of
+from ..results import as_queries
+from ..session import Session, candidates
+from ..types import Hit
+from .rankers import KINDS
+from .run import rankings
 
 
-def fanout_search(engine: Retriever, query_list: str | Sequence[str], collections: Sequence[str],
-                  top_k: int | None = None, mode: str = "hybrid", query_instruction: str | None = None,
-                  candidate_depth: int | None = None, filters: dict[str, Any] | None = None,
-                  score_threshold: float | None = None, scale_score: bool = False,
-                  ) -> tuple[list[list[Hit]], dict[str, str]]:
-    """Per query, the fused hits of every collection that answered; and the errors of the others."""
-    s = engine.need("retriever_fanout_search")
-    queries = as_queries(query_list)
+def fanout(session_of: Callable[[str], Session], queries: list[str], collections: Sequence[str], k: int,
+           h: HybridConfig, mode: str = "hybrid", query_instruction: str | None = None,
+           filters: dict[str, Any] | None = None, score_threshold: float | None = None, scale_score: bool = False,
+           ) -> tuple[list[list[Hit]], dict[str, str]]:
+    """Per query, the fused hits of every collection that answered; and the errors of the others.
+    `session_of(name)` opens a collection ("" = the default one)."""
+    if mode not in KINDS:
+        raise InvalidInputError(f"mode must be one of {sorted(KINDS)}, got {mode!r}")
+    ranker = KINDS[mode](h, query_instruction)
     names = list(dict.fromkeys(as_queries(collections, "collections")))
-    k = check_top_k(pick(top_k, s.config.top_k))
-    h = hybrid_options(s.config.hybrid, candidate_depth=candidate_depth)
     answered: dict[str, tuple[Session, list[RowRanking]]] = {}
     errors: dict[str, str] = {}
     for name in names:
         try:
-            cs = engine.collection_session(name)
-            answered[name] = (cs, engine.rankings(cs, mode, queries, h, query_instruction, candidates(cs, filters)))
+            cs = session_of(name)
+            ranked = rankings(cs, ranker, queries, h.candidate_depth, candidates(cs, filters))
+            answered[name] = (cs, [(r[0], r[1]) for r in ranked])
         except CancelledWork:
             raise
         except RetrieverError as e:
@@ -64,7 +61,10 @@ def _fused_hits(sessions: Mapping[str, Session], rankings: Mapping[str, RowRanki
              for name, (rows, scores) in rankings.items()}
     rank_of = {name: {key: i for i, (key, _) in enumerate(ranking)} for name, ranking in named.items()}
     out = []
-    for (name, row), score in rrf(list(named.values()), None, rrf_k, limit=k):
+    key: tuple[str, int]
+    for key, score in rrf(list(named.values()), None, rrf_k, limit=k):
+        name: str = key[0]
+        row: int = key[1]
         score = score / best if best else score
         if threshold is not None and score < threshold:
             continue

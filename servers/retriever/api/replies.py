@@ -17,8 +17,8 @@ from typing import Any
 from fastmcp.tools.base import ToolResult
 from mcp.types import TextContent
 
-from .config import ReplyConfig
-from .types import Hit
+from ..config import ReplyConfig
+from ..types import Hit
 
 TEXT_COPY_LIMIT = 64 * 1024
 HTTP_EVENT_BYTES = 900_000  # the stock client refuses an SSE event over 1 MiB; leave room for the envelope

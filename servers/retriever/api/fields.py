@@ -71,3 +71,25 @@ MaxBytes = Annotated[int | None, Field(
     "reply.max_bytes in parameter.yaml (100000, about 25k tokens).")]
 MaxChars = Annotated[int | None, Field(
     ge=0, description="Cut each passage to this many characters (0 = whole). Default: reply.max_chars (0).")]
+
+# retriever_init
+ModelName = Annotated[str | None, Field(
+    description="Embedding model: a MiniLM alias ('minilm') or a model folder inside the allowed folders. "
+    "Default: model_name_or_path in parameter.yaml.")]
+CorpusPath = Annotated[str | None, Field(
+    description="JSONL corpus ({'id', 'contents'} or BEIR) inside the allowed folders; '' = none (a collection "
+    "filled by retriever_add). Default: corpus_path in parameter.yaml.")]
+Backend = Annotated[str | None, Field(
+    description="Embedding backend: sentence_transformers, openai, infinity or bm25. Default: the YAML's.")]
+BackendConfigs = Annotated[dict[str, Any] | None, Field(
+    description="Per-backend settings, merged over the YAML's (URLs and keys only from the YAML).")]
+IndexBackend = Annotated[str | None, Field(description="Index backend: faiss or milvus. Default: the YAML's.")]
+IndexBackendConfigs = Annotated[dict[str, Any] | None, Field(
+    description="Per-index-backend settings, merged over the YAML's (Milvus URIs and tokens only from the YAML).")]
+BatchSize = Annotated[int | None, Field(ge=1, description="Texts per embedding batch. Default: batch_size (64).")]
+GpuIds = Annotated[str | int | None, Field(description="GPU ids, e.g. '0' or '0,1'; null = CPU. Default: the YAML's.")]
+IsMultimodal = Annotated[bool | None, Field(description="Accepted for UltraRAG; not active in this release.")]
+IsDemo = Annotated[bool | None, Field(
+    description="Milvus demo mode: every document lives in Milvus (index_backend milvus). Default: the YAML's.")]
+CollectionName = Annotated[str | None, Field(
+    description="The collection to open: letters, digits and _ ('' = the default one). Default: the YAML's.")]

@@ -1,0 +1,110 @@
+"""The tool table: name -> request model -> engine call (api/calls.py) -> reply. A tool's
+signature (and so its input schema) is made from its request model, whose fields are described."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastmcp.tools.base import ToolResult
+from mcp.types import ToolAnnotations
+
+from ..api import models as m
+from ..api.calls import CALLS
+from ..api.models import Request
+from ..api.replies import reply
+from .middleware import run
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+    from ..engine import Retriever
+
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+BUILD = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    title: str
+    request: type[Request]
+    annotations: ToolAnnotations
+    doc: str
+    writes: bool = False  # left out when the server is read-only
+
+
+TOOLS = (
+    Tool("retriever_init", "Open a collection", m.InitRequest, CHANGE,
+         "Load the corpus, the embedding model and any saved indexes. Arguments override parameter.yaml for this "
+         "session (paths stay inside the folders the server allows; over HTTP the operator's settings cannot be "
+         "changed unless the YAML allows it)."),
+    Tool("retriever_embed", "Embed the corpus", m.EmbedRequest, BUILD,
+         "Embed the corpus into an .npy file, a chunk at a time (progress on the server's stderr).", writes=True),
+    Tool("retriever_index", "Build the dense index", m.IndexRequest, BUILD,
+         "Build the FAISS index from the embedding file and save it with its manifest.", writes=True),
+    Tool("retriever_search", "Dense search", m.SearchRequest, READ,
+         "Dense search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first."),
+    Tool("retriever_batch_search", "Dense search, grouped", m.BatchSearchRequest, READ,
+         "Dense search for groups of queries. Returns ret_psg_ls, ret_ids_ls, ret_scores_ls."),
+    Tool("retriever_hybrid_search", "Hybrid search", m.HybridSearchRequest, READ,
+         "Dense + BM25 at once, fused. Adds ret_sources: per hit, its rank and score in each retriever."),
+    Tool("retriever_hybrid_batch_search", "Hybrid search, grouped", m.HybridBatchSearchRequest, READ,
+         "Hybrid search for groups of queries. Returns ret_psg_ls, ret_ids_ls, ret_scores_ls, ret_sources_ls."),
+    Tool("retriever_multi_query_search", "Multi-query search", m.MultiQuerySearchRequest, READ,
+         "Several phrasings per question, each searched with `mode`, fused with RRF into one ranking per question. "
+         "Returns ret_psg, ret_ids, ret_scores (one list per question) and ret_sources."),
+    Tool("retriever_fanout_search", "Search several collections", m.FanoutSearchRequest, READ,
+         "One search over several collections, each with `mode`, fused with RRF into one list per query. Adds "
+         "ret_collections (each hit's collection), ret_sources (its rank and score in each collection) and errors "
+         "({collection: message} for those that failed)."),
+    Tool("bm25_index", "Build the BM25 index", m.BM25IndexRequest, BUILD,
+         "Build the BM25 index over the corpus and save it; searchable at once.", writes=True),
+    Tool("bm25_search", "BM25 search", m.BM25SearchRequest, READ,
+         "BM25 search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first."),
+    Tool("retriever_add", "Add documents", m.AddRequest, CHANGE,
+         "Add documents to the selected collection, embedded with the session's model and searchable at once by "
+         "dense and BM25 search. An id that exists is replaced.", writes=True),
+    Tool("retriever_delete", "Delete documents", m.DeleteRequest, DELETE,
+         "Delete documents by id and/or by filter (the filter language of the search tools).", writes=True),
+    Tool("retriever_list_collections", "List collections", m.ListCollectionsRequest, READ,
+         "The collections of the configured store, with document counts, model and dimension. Select one with "
+         "retriever_init(collection_name=...)."),
+)
+
+
+def tool_function(name: str, model: type[Request], doc: str,
+                  serve: Callable[[Request], Awaitable[dict[str, Any]]]) -> Callable[..., Awaitable[ToolResult]]:
+    """An async function whose keyword parameters are `model`'s fields (with their descriptions,
+    defaults and ranges), so FastMCP's input schema is the model's; it validates into the model
+    and serves it."""
+    fields = sorted(model.model_fields.items(), key=lambda item: not item[1].is_required())
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[f.annotation, f],
+                                default=inspect.Parameter.empty if f.is_required() else f.default)
+              for n, f in fields]
+
+    async def tool(**arguments: Any) -> ToolResult:
+        return reply(await serve(model.model_validate(arguments)))
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = doc
+    tool.__signature__ = inspect.Signature(params, return_annotation=ToolResult)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": ToolResult}
+    return tool
+
+
+def register(mcp: FastMCP, engine: Retriever, read_only: bool) -> None:
+    for spec in TOOLS:
+        if read_only and spec.writes:
+            continue
+        call = CALLS[spec.request]
+
+        async def serve(request: Request, name: str = spec.name, call: Any = call) -> dict[str, Any]:
+            return await run(name, call, engine, request)
+
+        fn = tool_function(spec.name, spec.request, spec.doc, serve)
+        mcp.tool(fn, output_schema=None, annotations=spec.annotations, title=spec.title)

@@ -1,0 +1,130 @@
+"""The retriever kinds: each ranks queries over one collection's session into rows and scores
+(Exo's `retrieve(query, top_k)`, LlamaIndex's BaseRetriever, Haystack's retriever components,
+for rows). Documents are read only for the final hits (search/run.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from .. import compute
+from ..config import HybridConfig
+from ..errors import IndexMissingError, NotYetSupportedError
+from ..fusion import SCALERS
+from ..hybrid import Fused, fused_rows, max_fused_score
+from ..results import pick
+from ..session import Allowed, Session
+
+Scale = Callable[[float], float]
+
+
+class Ranker(Protocol):
+    """Per query, its rows best first, their scores and (for a fused kind) where each came from."""
+
+    @property
+    def name(self) -> str: ...
+
+    def rank(self, s: Session, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]: ...
+
+    def depth(self, k: int) -> int:
+        """How deep this kind searches for a top `k` (what a call's limits count)."""
+        ...
+
+    def scale(self, s: Session) -> Scale:
+        """The map of this kind's scores to 0..1 (`scale_score`)."""
+        ...
+
+
+def _ranked(rows: Sequence[np.ndarray], scores: Sequence[np.ndarray]) -> list[Fused]:
+    return [(r, sc, None) for r, sc in zip(rows, scores)]  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class Dense:
+    query_instruction: str | None = None
+    name: str = "dense"
+
+    def rows(self, s: Session, queries: list[str], depth: int,
+             allowed: Allowed) -> tuple[Sequence[np.ndarray], Sequence[np.ndarray]]:
+        if s.embedder is None:
+            raise NotYetSupportedError("dense search: backend is 'bm25', which has no embedder; use BM25 search")
+        if s.dense is None:
+            raise IndexMissingError("no dense index is loaded; call retriever_embed then retriever_index")
+        vectors = s.embedder.encode_queries(queries, pick(self.query_instruction, s.config.query_instruction))
+        return s.dense.search(vectors, depth, *allowed)
+
+    def rank(self, s: Session, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
+        return _ranked(*self.rows(s, queries, depth, allowed))
+
+    def depth(self, k: int) -> int:
+        return k
+
+    def scale(self, s: Session) -> Scale:
+        normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
+        return SCALERS["cosine" if normalized else "dot_product"]
+
+
+@dataclass(frozen=True)
+class BM25:
+    name: str = "bm25"
+
+    def rows(self, s: Session, queries: list[str], depth: int,
+             allowed: Allowed) -> tuple[Sequence[np.ndarray], Sequence[np.ndarray]]:
+        if s.bm25 is None:
+            raise IndexMissingError("no BM25 index is loaded; call bm25_index")
+        return s.bm25.search(queries, depth, allowed[0])
+
+    def rank(self, s: Session, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
+        return _ranked(*self.rows(s, queries, depth, allowed))
+
+    def depth(self, k: int) -> int:
+        return k
+
+    def scale(self, s: Session) -> Scale:
+        return SCALERS["bm25"]
+
+
+@dataclass(frozen=True)
+class Hybrid:
+    """Dense and BM25 at once (dense on the compute thread while BM25 runs on this one), each
+    `candidate_depth` deep, fused per query (fusion.py); each hit keeps its rank and score in both."""
+
+    options: HybridConfig
+    query_instruction: str | None = None
+    name: str = "hybrid"
+
+    def rank(self, s: Session, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
+        if s.embedder is None:
+            raise NotYetSupportedError("hybrid search: backend is 'bm25', which has no embedder; use BM25 search")
+        if s.dense is None or s.bm25 is None:
+            raise IndexMissingError("hybrid search needs both indexes: call retriever_embed + retriever_index "
+                                    "and bm25_index")
+        h = self.options
+        dense = compute.submit(Dense(self.query_instruction).rows, s, queries, h.candidate_depth, allowed)
+        b_rows, b_scores = BM25().rows(s, queries, h.candidate_depth, allowed)
+        d_rows, d_scores = dense.result()
+        return [fused_rows(s.store, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
+                           h.fusion, self.weights, h.rrf_k, depth) for i in range(len(queries))]
+
+    def depth(self, k: int) -> int:
+        return max(k, self.options.candidate_depth)
+
+    @property
+    def weights(self) -> list[float]:
+        return [self.options.vector_weight, 1.0 - self.options.vector_weight]
+
+    def scale(self, s: Session) -> Scale:
+        best = max_fused_score(self.options.fusion, self.weights, self.options.rrf_k)
+        return lambda x: x / best
+
+
+# The kinds a `mode` names (multi-query and fan-out searches, `retriever search --mode`, eval).
+KINDS: dict[str, Callable[[HybridConfig, str | None], Ranker]] = {
+    "dense": lambda h, instruction: Dense(instruction),
+    "bm25": lambda h, instruction: BM25(),
+    "hybrid": lambda h, instruction: Hybrid(h, instruction),
+}
+MODES = tuple(KINDS)

@@ -1,0 +1,56 @@
+"""A search: a ranker (search/rankers.py) over the candidates a filter leaves, a chunk of queries
+at a time within the call's limits, then the hits through the result stages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..hybrid import Fused, fused_rows, max_fused_score
+from ..limits import chunked
+from ..results import build_hits, search_groups
+from ..session import Allowed, Session, candidates
+from ..types import Hit
+from .rankers import Ranker
+from .stages import Hits, apply, stages
+
+
+def hits_of(s: Session, ranked: Sequence[Fused]) -> Hits:
+    """The hits of rankings: documents read once per call."""
+    sources = [f[2] for f in ranked]
+    return build_hits(s.store, [f[0] for f in ranked], [f[1] for f in ranked],
+                      sources=None if all(x is None for x in sources) else sources)
+
+
+def search(s: Session, ranker: Ranker, queries: list[str], k: int, filters: dict[str, Any] | None = None,
+           scale_score: bool = False, score_threshold: float | None = None) -> Hits:
+    """Per query, its top `k` hits from `ranker` among the documents `filters` leaves."""
+    allowed = candidates(s, filters)
+    chain = stages(ranker.scale(s) if scale_score else None, score_threshold)
+
+    def one(chunk: list[str]) -> Hits:
+        return apply(hits_of(s, ranker.rank(s, chunk, k, allowed)), chain)
+
+    return chunked(one, queries, s.config.limits, ranker.depth(k))
+
+
+def rankings(s: Session, ranker: Ranker, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
+    """Rows and scores only (no document read), a chunk of queries at a time."""
+    return chunked(lambda chunk: ranker.rank(s, chunk, depth, allowed), queries, s.config.limits, ranker.depth(depth))
+
+
+def multi_query(s: Session, ranker: Ranker, question_list: Any, k: int, depth: int, rrf_k: float,
+                filters: dict[str, Any] | None = None, scale_score: bool = False,
+                score_threshold: float | None = None) -> list[list[Hit]]:
+    """Several phrasings per question, each ranked `depth` deep, fused with RRF into one ranking
+    per question. The phrasings' rankings stay rows and scores until the fused top k."""
+    allowed = candidates(s, filters)
+
+    def ranked(queries: list[str]) -> list[Fused]:
+        return rankings(s, ranker, queries, depth, allowed)
+
+    fused = [fused_rows(s.store, {str(i): (r[0], r[1]) for i, r in enumerate(group)}, "rrf", None, rrf_k, k)
+             for group in search_groups(ranked, question_list, "question_list")]
+    best = max_fused_score("rrf", [1.0], rrf_k)  # equal weights summing to 1, whatever the count
+    chain = stages((lambda x: x / best) if scale_score else None, score_threshold)
+    return apply(hits_of(s, fused), chain)
