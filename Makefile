@@ -7,7 +7,7 @@ SCIFACT := --set corpus_path=data/scifact/corpus.jsonl \
 	--set index_backend_configs.faiss.index_path=index/scifact/faiss \
 	--set backend_configs.bm25.save_path=index/scifact/bm25
 
-.PHONY: setup demo test test-fast eval-scifact tune-hybrid bench clean milvus-server infinity-venv
+.PHONY: setup demo test test-fast lint eval-scifact tune-hybrid bench clean milvus-server infinity-venv
 
 $(BIN)/retriever: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -44,7 +44,13 @@ $(MILVUS_VENV)/bin/milvus-server:
 
 milvus-server: $(MILVUS_VENV)/bin/milvus-server
 
-test: setup milvus-server infinity-venv
+# ruff, mypy and the import-cycle check: part of `make test`
+lint: setup
+	$(BIN)/ruff check servers tests bench scripts
+	$(BIN)/mypy servers/retriever
+	$(BIN)/python scripts/import_cycles.py
+
+test: setup milvus-server infinity-venv lint
 	$(BIN)/python -m pytest -q -m "not milvus_server"
 	$(NETNS) 'ip link set lo up && exec $(BIN)/python -m pytest -q -m milvus_server'
 

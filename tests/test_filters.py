@@ -10,7 +10,8 @@ from conftest import MCP, SAMPLE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from retriever.errors import InvalidInputError
-from retriever.filters import matches, parse, to_milvus
+from retriever.filters import matches, parse
+from retriever.indexes.milvus_filters import to_milvus
 
 DOCS = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
 META = {d["id"]: {"topic": d["topic"], "year": d["year"]} for d in DOCS}

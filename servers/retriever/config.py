@@ -23,6 +23,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from .errors import ConfigError
@@ -263,6 +264,38 @@ class Config(_Model):
     security: Annotated[SecurityConfig, BeforeValidator(_none_as_empty)] = SecurityConfig()
     limits: Annotated[LimitsConfig, BeforeValidator(_none_as_empty)] = LimitsConfig()
     reply: Annotated[ReplyConfig, BeforeValidator(_none_as_empty)] = ReplyConfig()
+
+    @model_validator(mode="after")
+    def _demo_needs_milvus(self) -> Config:
+        if self.is_demo and self.index_backend != "milvus":
+            raise ValueError("is_demo keeps every document in Milvus: set index_backend: milvus")
+        return self
+
+    def endpoints(self) -> set[str]:
+        """Dotted keys of the settings that say where requests go, or the credentials they carry."""
+        keys = {"backend_configs.openai.base_url", "backend_configs.openai.api_key", "backend_configs.infinity.url",
+                "backend_configs.infinity.api_key", "index_backend_configs.milvus.token", "retriever_url"}
+        if "://" in self.index_backend_configs.milvus.uri:  # a server; a path is Milvus Lite's file
+            keys.add("index_backend_configs.milvus.uri")
+        return keys
+
+    def local_paths(self) -> dict[str, Path]:
+        """Dotted key -> file or folder of the settings that name places on this machine."""
+        out = {"corpus_path": self.corpus_path, "embedding_path": self.embedding_path, "docs_path": self.docs_path,
+               "collections_path": self.collections_path, "backend_configs.bm25.save_path": self.backend_configs.bm25.save_path,
+               "index_backend_configs.faiss.index_path": self.index_backend_configs.faiss.index_path,
+               "security.http.tokens_file": self.security.http.tokens_file}
+        if "://" not in self.index_backend_configs.milvus.uri:
+            out["index_backend_configs.milvus.uri"] = Path(self.index_backend_configs.milvus.uri)
+        return {k: v for k, v in out.items() if v is not None}
+
+    def index_folders(self) -> list[Path]:
+        """Where this configuration writes indexes: the selected collection's folders, the named
+        collections' root, Milvus Lite's folder."""
+        paths = self.paths()
+        folders = [paths.embedding.parent, paths.faiss, paths.bm25, paths.docs, self.collections_path]
+        lite = self.local_paths().get("index_backend_configs.milvus.uri")
+        return folders + ([lite.parent] if lite is not None else [])
 
     def resolved_model(self) -> str:
         """The model folder: the packaged MiniLM for an empty value or a MiniLM alias."""

@@ -34,10 +34,10 @@ from .errors import (
 from .filters import parse as parse_filter
 from .guard import allowed_roots, check_client_config, check_path
 from .hybrid import hybrid_options
-from .indexes import check_backend
-from .indexes.faiss import FaissIndex
+from .indexes import View, backend_for, check_backend
 from .limits import chunked
 from .locks import collection_lock
+from .manifests import dense_manifest
 from .persist import read_manifest
 from .results import as_queries, check_top_k, pick, search_groups
 from .search import BM25, KINDS, Dense, Hybrid, Ranker, run
@@ -48,13 +48,10 @@ from .session import (
     bm25_manifest,
     build_bm25,
     collection_names,
-    dense_manifest,
     describe,
-    describe_milvus,
     open_session,
     recorded_corpus,
     remember_corpus,
-    with_log,
 )
 from .types import Hit
 
@@ -93,8 +90,6 @@ class Retriever:
             check_client_config(self.base_config, cfg, self.base_dir, http=self.shared)
             if overrides.get("corpus_path") is None:
                 cfg = recorded_corpus(cfg)
-            if cfg.is_demo and cfg.index_backend != "milvus":
-                raise InvalidInputError("is_demo keeps every document in Milvus: set index_backend: milvus")
             if cfg.is_multimodal:
                 raise NotYetSupportedError("is_multimodal is accepted but not active in this release")
             check_backend(cfg)
@@ -181,29 +176,13 @@ class Retriever:
               index_path: str | None = None) -> dict[str, Any]:
         """Build the vector index from the embedding file and publish it atomically."""
         with self._writing("retriever_index") as s:
-            embedder = self._embedder_of(s, "retriever_index")
-            if s.config.index_backend == "milvus":
-                vectors = None if s.config.is_demo else open_embeddings(
-                    self._path(embedding_path, s.config.paths().embedding, "embedding_path"),
-                    dense_manifest(_need_corpus(s, "retriever_index"), embedder))
-                self.session, report = changes.index_milvus(s, embedder, vectors, pick(overwrite, s.config.overwrite))
-                return report
-            fcfg = s.config.index_backend_configs.faiss
+            view = View(s.config, s.store, self._embedder_of(s, "retriever_index"))
+            embedding_file = self._path(embedding_path, s.config.paths().embedding, "embedding_path")
             folder = self._path(index_path, s.config.paths().faiss, "index_path")
-            _need_corpus(s, "retriever_index")
-            if read_manifest(folder) is not None and not pick(overwrite, s.config.overwrite):
-                raise AlreadyExistsError(f"an index exists at {folder}; pass overwrite=true to rebuild it")
-            expected = dense_manifest(s.docs, embedder)
-            vectors = open_embeddings(self._path(embedding_path, s.config.paths().embedding, "embedding_path"), expected)
-            index = FaissIndex.build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu,
-                                                  factory=fcfg.index_factory)
+            index, report = s.backend.build(view, embedding_file, folder, pick(overwrite, s.config.overwrite))
             remember_corpus(s.config)
-            index.save(folder, expected)
-            self._publish(s, dense=with_log(s, index))
-            out = {"index_path": str(folder), **expected}
-            if index.warnings:
-                out["warnings"] = index.warnings
-            return out
+            self._publish(s, dense=index)
+            return report
 
     def _k(self, s: Session, top_k: int | None) -> int:
         return check_top_k(pick(top_k, s.config.top_k))
@@ -216,20 +195,18 @@ class Retriever:
         `filters` (see filters.py) limits the candidates before the top k is taken."""
         s, embedder = self._need_embedder("retriever_search")
         queries, k = as_queries(query_list), self._k(s, top_k)
-        if s.config.is_demo:
-            return chunked(lambda qs: self._demo_search(s, embedder, qs, k, query_instruction, score_threshold,
+        if s.backend.holds_documents:
+            return chunked(lambda qs: self._stored_hits(s, embedder, qs, k, query_instruction, score_threshold,
                                                         scale_score, filters), queries, s.config.limits, k)
         return run.search(s, Dense(query_instruction), queries, k, filters, scale_score, score_threshold)
 
-    def _demo_search(self, s: Session, embedder: Embedder, queries: list[str], top_k: int,
+    def _stored_hits(self, s: Session, embedder: Embedder, queries: list[str], top_k: int,
                      query_instruction: str | None, threshold: float | None, scale_score: bool,
                      filters: dict[str, Any] | None) -> list[list[Hit]]:
-        """Demo mode: hits straight from Milvus, with the text and metadata it stored."""
-        if s.dense is None:
-            raise IndexMissingError("the Milvus collection does not exist yet; call retriever_index or retriever_add")
+        """Hits straight from an index backend that holds the documents (Milvus demo mode)."""
         vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
         f = None if filters is None else parse_filter(filters)
-        found = s.dense.search_hits(vectors, top_k, f)  # type: ignore[attr-defined]
+        found = s.backend.hits(View(s.config, s.store, embedder), s.dense, vectors, top_k, f)
         return apply(found, stages(Dense().scale(s) if scale_score else None, threshold))
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
@@ -244,9 +221,9 @@ class Retriever:
 
     def bm25_index(self, overwrite: bool | None = None, progress: bool = True) -> dict[str, Any]:
         with self._writing("bm25_index") as s:
-            if s.config.is_demo:
-                raise NotYetSupportedError("demo mode keeps the documents only in Milvus; BM25 and hybrid search "
-                                           "need a corpus here: set is_demo: false")
+            if s.backend.holds_documents:
+                raise NotYetSupportedError("demo mode keeps the documents only in the index backend; BM25 and hybrid "
+                                           "search need a corpus here: set is_demo: false")
             folder = s.config.paths().bm25
             if read_manifest(folder) is not None and not pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"a BM25 index exists at {folder}; pass overwrite=true to rebuild it")
@@ -292,8 +269,9 @@ class Retriever:
     def list_collections(self) -> dict[str, Any]:
         """Every collection of the configured store: its documents, model, dimension, indexes."""
         cfg = self.config
-        if cfg.index_backend == "milvus":
-            return {"collections": describe_milvus(cfg)}
+        held = backend_for(cfg).describe(cfg)
+        if held is not None:
+            return {"collections": held}
         return {"collections": [describe(cfg.model_copy(update={"collection_name": name}))
                                 for name in collection_names(cfg)]}
 

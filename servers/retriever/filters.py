@@ -13,12 +13,11 @@ strings with strings (ISO dates order correctly), any other pair is false. `in` 
 a non-empty list.
 
 `parse` checks a dictionary once and gives a tree of frozen nodes; `matches` evaluates it in
-Python; `to_milvus` translates it to a Milvus boolean expression.
+Python; a backend that evaluates filters itself translates the tree (indexes/milvus_filters.py).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 from collections.abc import Callable, Mapping
@@ -159,43 +158,3 @@ def matches(f: Filter, doc_id: str, metadata: Mapping[str, Any]) -> bool:
         case "OR":
             return any(results)
     return not all(results)
-
-
-# ---- translation to Milvus ------------------------------------------------------------------
-
-
-def to_milvus(f: Filter, id_field: str = "id", meta_field: str = "metadata") -> str:
-    """The filter as a Milvus boolean expression over a VARCHAR id field and a JSON metadata field.
-
-    Portable between Milvus Lite and a Milvus server, with this module's semantics: a comparison
-    on a JSON key is guarded by `exists` (a missing key is false, never Milvus's "unknown", so
-    NOT negates it as in Python), and `in` / `not in` on a JSON key become `==` / `!=` joined by
-    or / and (Milvus Lite accepts `in` only on a field)."""
-    if isinstance(f, Logic):
-        parts = [f"({to_milvus(c, id_field, meta_field)})" for c in f.conditions]
-        if f.op == "NOT":
-            return f"not ({' and '.join(parts)})"
-        return f" {f.op.lower()} ".join(parts)
-    if f.path == ("id",):
-        values = _milvus_literal(list(f.value)) if f.op in ("in", "not in") else _milvus_literal(f.value)
-        return f"{id_field} {f.op} {values}"
-    target = meta_field + "".join(f"[{json.dumps(k, ensure_ascii=False)}]" for k in f.path[1:])
-    match f.op:
-        case "in":
-            test = " or ".join(f"{target} == {_milvus_literal(v)}" for v in f.value)
-        case "not in":
-            test = " and ".join(f"{target} != {_milvus_literal(v)}" for v in f.value)
-        case _:
-            test = f"{target} {f.op} {_milvus_literal(f.value)}"
-    return f"(exists {target}) and ({test})"  # parenthesised: the 2.3 parser binds `exists` loosely
-
-
-def _milvus_literal(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ", ".join(_milvus_literal(v) for v in value) + "]"
-    if value is None:
-        raise InvalidInputError("Milvus expressions have no null literal; filter on null values is not "
-                                "supported with index_backend: milvus")
-    return json.dumps(value, ensure_ascii=False)

@@ -20,17 +20,6 @@ from .errors import ForbiddenError
 # below apply to it. The Python API and the command line are the operator's, and trusted.
 FROM_CLIENT: ContextVar[bool] = ContextVar("retriever_from_client", default=False)
 
-# Settings that name a place to send requests or the credentials to send: from the YAML or the
-# environment only (a client could otherwise have the server send its key to the client's host).
-ENDPOINT_KEYS = (
-    "backend_configs.openai.base_url", "backend_configs.openai.api_key",
-    "backend_configs.infinity.url", "backend_configs.infinity.api_key",
-    "index_backend_configs.milvus.token", "retriever_url",
-)
-PATH_KEYS = (
-    "corpus_path", "embedding_path", "docs_path", "collections_path", "backend_configs.bm25.save_path",
-    "index_backend_configs.faiss.index_path", "security.http.tokens_file",
-)
 OPERATOR_ONLY = ("security", "limits")  # never from a client, whatever the YAML says
 
 
@@ -50,12 +39,7 @@ def _diff(a: Any, b: Any, prefix: str) -> Iterator[str]:
 def allowed_roots(base: Config, base_dir: Path | None) -> list[Path]:
     """The folders a client's paths may resolve into: the YAML's folder, the index folders it
     configures, and `security.allowed_paths`."""
-    paths = base.paths()
-    roots = [paths.embedding.parent, paths.faiss, paths.bm25, paths.docs, base.collections_path,
-             *base.security.allowed_paths]
-    uri = base.index_backend_configs.milvus.uri
-    if "://" not in uri:
-        roots.append(Path(uri).parent)
+    roots = [*base.index_folders(), *base.security.allowed_paths]
     if base_dir is not None:
         roots.append(base_dir)
     return [r.resolve() for r in roots]
@@ -89,25 +73,14 @@ def check_client_config(base: Config, cfg: Config, base_dir: Path | None, http: 
             f"retriever_init over HTTP serves every client, so it may not change the operator's settings "
             f"({', '.join(changed)}); search a collection with retriever_fanout_search, or the operator sets "
             "security.http.client_init: true")
-    endpoints = [k for k in changed if k in ENDPOINT_KEYS or (k == "index_backend_configs.milvus.uri"
-                                                              and "://" in cfg.index_backend_configs.milvus.uri)]
+    endpoints = [k for k in changed if k in cfg.endpoints()]
     if endpoints and not base.security.client_endpoints:
         raise ForbiddenError(f"retriever_init: {endpoints[0]} comes from parameter.yaml or the environment, not "
                              "from a tool call (the operator can set security.client_endpoints: true)")
     roots = allowed_roots(base, base_dir)
+    paths = cfg.local_paths()
     for key in changed:
-        if key in PATH_KEYS:
-            value = _get(cfg, key)
-            if value is not None:
-                check_path(Path(value), roots, key)
-        elif key == "index_backend_configs.milvus.uri" and "://" not in cfg.index_backend_configs.milvus.uri:
-            check_path(Path(cfg.index_backend_configs.milvus.uri), roots, key)
+        if key in paths:
+            check_path(paths[key], roots, key)
         elif key == "model_name_or_path" and Path(cfg.model_name_or_path).expanduser().exists():
             check_path(Path(cfg.model_name_or_path).expanduser(), roots, key)
-
-
-def _get(cfg: Config, dotted: str) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        node = getattr(node, part)
-    return node

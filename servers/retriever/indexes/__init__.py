@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import NotYetSupportedError
-from .base import Change, VectorIndex
+from .base import Change, IndexBackend, VectorIndex, View
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -20,4 +20,16 @@ def check_backend(cfg: Config) -> None:
                                    f"{', '.join(BACKENDS)}")
 
 
-__all__ = ["BACKENDS", "Change", "VectorIndex", "check_backend"]
+def backend_for(cfg: Config) -> IndexBackend:
+    """The index backend the config selects (its library imported only now)."""
+    check_backend(cfg)
+    if cfg.index_backend == "milvus":
+        from .milvus_backend import MilvusBackend
+
+        return MilvusBackend(demo=cfg.is_demo)
+    from .faiss_backend import FaissBackend
+
+    return FaissBackend()
+
+
+__all__ = ["BACKENDS", "Change", "IndexBackend", "VectorIndex", "View", "backend_for", "check_backend"]

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..filters import Filter
-from ..types import Document
+from ..types import Document, Hit
+
+if TYPE_CHECKING:
+    from ..collection import Collection
+    from ..config import Config
+    from ..embedders import Embedder
 
 
 @dataclass(frozen=True)
@@ -39,4 +45,54 @@ class VectorIndex(Protocol):
 
     def apply(self, change: Change) -> VectorIndex:
         """The index after `change`: a new snapshot; searches holding this one are undisturbed."""
+        ...
+
+
+@dataclass(frozen=True)
+class View:
+    """What an index backend sees of a session: its settings, its documents (the corpus and the
+    change log, by row) and its model."""
+
+    config: Config
+    store: Collection
+    embedder: Embedder
+
+
+Vectors = Iterator[tuple[list[Document], np.ndarray]]  # documents and their vectors, a batch at a time
+
+
+class IndexBackend(Protocol):
+    """A dense index backend for one session's collection: load, build, describe, and, for a
+    backend that holds the documents itself (`holds_documents`: no corpus here), the writes and
+    hits that go straight to it. Chosen once from the config (indexes.backend_for)."""
+
+    holds_documents: bool
+
+    def load(self, view: View, warnings: list[str]) -> VectorIndex | None:
+        """The saved index, checked against the view (a mismatch raises IndexMismatchError) and
+        brought up to the change log; None when there is none."""
+        ...
+
+    def build(self, view: View, embedding_file: Path | None, index_path: Path, overwrite: bool) -> tuple[VectorIndex, dict[str, Any]]:
+        """(Re)build from the embedding file (or, holding the documents, from corpus_path) and
+        publish; the index with the change log applied, and the report of the build."""
+        ...
+
+    def describe(self, cfg: Config) -> list[dict[str, Any]] | None:
+        """Every collection the backend holds; None when the collections are local folders."""
+        ...
+
+    def hits(self, view: View, index: VectorIndex | None, vectors: np.ndarray, k: int,
+             f: Filter | None) -> list[list[Hit]]:
+        """Hits with the text the backend stored (holds_documents only)."""
+        ...
+
+    def upsert(self, view: View, index: VectorIndex | None, docs: Sequence[Document],
+               vectors: np.ndarray) -> tuple[VectorIndex, int]:
+        """Write documents straight to the backend (holds_documents only); the index and how many
+        ids it replaced."""
+        ...
+
+    def delete(self, index: VectorIndex | None, ids: Sequence[str], f: Filter | None) -> tuple[int, list[str]]:
+        """Delete straight in the backend (holds_documents only): how many, and the ids not found."""
         ...

@@ -6,7 +6,7 @@ locally (the corpus file and the change log), so search results are mapped from 
 collection's rows and flow through the same hit, fusion and BM25 code as FAISS. In `is_demo`
 mode there is no local corpus: hits come straight from Milvus (`search_hits`).
 
-Filters are translated to Milvus expressions (filters.to_milvus), not applied as row masks;
+Filters are translated to Milvus expressions (milvus_filters.to_milvus), not applied as row masks;
 deletes are real deletes in Milvus. The collection records, as a property, the model,
 dimension and corpus fingerprint it was built with and the change-log generation it has
 applied; a collection behind the log (a crash between the two writes) is brought up to date
@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from ..compute import on_compute_thread
-from ..filters import Filter, to_milvus
+from ..filters import Filter
 from ..types import Document, Hit
 from .base import Change
 from .milvus import MilvusStore
 from .milvus_config import MilvusConfig
+from .milvus_filters import to_milvus
 
 log = logging.getLogger(__name__)
 DEFAULT_COLLECTION = "default"

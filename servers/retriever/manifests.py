@@ -1,0 +1,21 @@
+"""What every index records of the corpus and the model it was built from (its manifest), so a
+mismatch is refused at load. Pure functions of the corpus store and the embedder."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .corpus import DocStore
+    from .embedders import Embedder
+
+
+def corpus_manifest(docs: DocStore | None) -> dict[str, Any]:
+    """What every index built from the corpus file records of it."""
+    return {"count": len(docs) if docs is not None else 0,
+            "corpus_fingerprint": docs.fingerprint if docs is not None else None}
+
+
+def dense_manifest(docs: DocStore | None, embedder: Embedder) -> dict[str, Any]:
+    """What a dense index or embedding file made from `docs` with `embedder` records."""
+    return {"model": embedder.model_id, "dimension": embedder.dimension, **corpus_manifest(docs)}

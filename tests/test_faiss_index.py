@@ -1,0 +1,50 @@
+"""FAISS behind the index contract: appends without a copy (an older snapshot keeps seeing its own
+rows), the index_factory hook, a clear error for a bad factory string."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from retriever.errors import ConfigError, IndexMismatchError
+from retriever.indexes import Change
+from retriever.indexes.faiss import FaissIndex
+from retriever.types import Document
+
+
+def unit(n: int, d: int = 16, seed: int = 0) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_an_add_appends_in_place_and_old_snapshots_keep_their_rows() -> None:
+    base, extra = unit(50), unit(10, seed=1)
+    old = FaissIndex.build(base, chunk=16)
+    new = old.apply(Change([Document(f"n{i}", "t") for i in range(10)], extra, [], {}, 1))
+    assert new._cpu is old._cpu  # the same FAISS index: no copy
+    assert (len(old), len(new)) == (50, 60)
+    rows, scores = old.search(extra, 60)
+    assert rows.shape == (10, 50) and rows.max() < 50  # the appended rows are not the old snapshot's
+    rows, _ = new.search(extra, 1)
+    assert rows[:, 0].tolist() == list(range(50, 60))  # each new vector finds itself
+    allowed = np.zeros(60, bool)
+    allowed[[3, 55]] = True
+    assert set(old.search(extra[:1], 5, allowed)[0][0].tolist()) == {3}
+    assert set(new.search(extra[:1], 5, allowed)[0][0].tolist()) == {3, 55}
+    with pytest.raises(IndexMismatchError, match="newest snapshot"):
+        old.with_vectors(extra)
+
+
+def test_an_ann_index_from_the_factory_string() -> None:
+    vectors = unit(500, d=32)
+    exact = FaissIndex.build(vectors, chunk=100)
+    hnsw = FaissIndex.build(vectors, chunk=100, factory="HNSW32")
+    queries = vectors[:20]
+    e_rows, _ = exact.search(queries, 10)
+    h_rows, _ = hnsw.search(queries, 10)
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(e_rows.tolist(), h_rows.tolist())])
+    assert recall >= 0.9 and type(hnsw._cpu).__name__ == "IndexHNSWFlat"
+
+
+def test_a_bad_factory_string_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="index_factory"):
+        FaissIndex.build(unit(10), chunk=10, factory="NotAnIndex99")
