@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import MCP, engine_for, write_project
-from retriever.errors import InvalidInputError, NotYetSupportedError
+from retriever.errors import ConfigError, NotYetSupportedError
 
 INSTR = "Represent this question for retrieving passages: "
 
@@ -102,7 +102,7 @@ def test_inactive_options_fail_clearly_at_init(project: Path, overrides: dict, m
 
 
 def test_demo_mode_needs_milvus(project: Path) -> None:
-    with pytest.raises(InvalidInputError, match="is_demo keeps every document in Milvus: set index_backend: milvus"):
+    with pytest.raises(ConfigError, match="is_demo keeps every document in Milvus: set index_backend: milvus"):
         engine_for(project).init(is_demo=True)
 
 

@@ -384,19 +384,3 @@ def test_an_embed_killed_before_its_rename_leaves_nothing_after_the_next(built_p
     e.init()
     e.embed(overwrite=True, progress=False)
     assert not any(p.exists() for p in leftovers) and (out / ".unrelated.tmp").exists()
-
-
-@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
-def test_bm25_returns_only_documents_that_share_a_term(tmp_path: Path, method: str) -> None:
-    """bm25l and bm25+ score every document above 0: a non-matching one must still not come back."""
-    e = engine_for(write_project(tmp_path / "p", backend="bm25"))
-    cfg = yaml.safe_load((tmp_path / "p" / "parameter.yaml").read_text())
-    cfg["backend_configs"]["bm25"]["method"] = method
-    (tmp_path / "p" / "parameter.yaml").write_text(yaml.safe_dump(cfg))
-    e = engine_for(tmp_path / "p" / "parameter.yaml")
-    e.init()
-    e.bm25_index(progress=False)
-    hits = e.bm25_search(["photosynthesis", "zzzunknownword"], 10)
-    assert hits[1] == [] and hits[0] and all("hotosynthesis" in h.text for h in hits[0])
-    filtered = e.bm25_search("photosynthesis", 10, filters={"field": "id", "operator": "==", "value": "doc05"})
-    assert filtered == [[]] or all(h.id == "doc05" and "hotosynthesis" in h.text for h in filtered[0])

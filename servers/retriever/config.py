@@ -350,6 +350,8 @@ def _describe(err: Mapping[str, Any]) -> str:
         valid = ", ".join(owner.model_fields) if owner else "?"
         return f"unknown key '{path}'; valid keys here: {valid}"
     value = err.get("input")
+    if not loc:  # a check of the whole configuration: its message says it all
+        return str(err["msg"]).removeprefix("Value error, ")
     if _secret_path(path) or isinstance(value, (dict, list)) or (
             isinstance(value, str) and err["type"] in ("model_type", "dict_type", "model_attributes_type")):
         # never echo a secret, nor a value given where a section was expected (it may be a key)
