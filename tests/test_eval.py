@@ -48,6 +48,7 @@ def test_set_overrides_parse_dotted_keys_and_yaml_values() -> None:
         parse_sets(["top_k"])
 
 
+@pytest.mark.slow  # seconds: a subprocess, a crash loop or a SciFact pass; the full suite runs it
 def test_cli_index_search_eval(tmp_path: Path, project: Path) -> None:
     report = cli_json("index", "--config", str(project))
     assert report["status"]["dense_index"] == 30 and report["status"]["bm25_index"] == 30
@@ -71,6 +72,7 @@ def test_cli_index_search_eval(tmp_path: Path, project: Path) -> None:
     assert run_file.read_text().splitlines()[0].startswith("q1 Q0 doc09 1 ")
 
 
+@pytest.mark.slow  # seconds: a subprocess, a crash loop or a SciFact pass; the full suite runs it
 def test_cli_add_delete_and_filtered_search(tmp_path: Path, built_project: Path) -> None:
     import shutil
 
@@ -92,6 +94,7 @@ def test_cli_add_delete_and_filtered_search(tmp_path: Path, built_project: Path)
     assert proc.returncode == 2 and "--filters is not valid JSON" in proc.stderr
 
 
+@pytest.mark.slow  # seconds: a subprocess, a crash loop or a SciFact pass; the full suite runs it
 def test_cli_errors_are_one_clear_line(project: Path) -> None:
     proc = run_cli("search", "x", "--config", str(project), "--set", "top_kk=3")
     assert proc.returncode == 2

@@ -79,6 +79,7 @@ def test_server_vectors_agree_with_the_local_model(infinity: InfinityServer) -> 
         assert (got_q * want_q).sum(1).min() >= 0.999, backend
 
 
+@pytest.mark.slow  # seconds: a subprocess, a crash loop or a SciFact pass; the full suite runs it
 def test_three_backends_give_the_same_scifact_top10(infinity: InfinityServer, tmp_path: Path) -> None:
     docs, queries = scifact_sample()
     corpus = tmp_path / "scifact_sample.jsonl"

@@ -149,14 +149,15 @@ def _change_forever(config: str, ready: multiprocessing.synchronize.Event) -> No
         i += 1
 
 
+@pytest.mark.slow  # seconds: a subprocess, a crash loop or a SciFact pass; the full suite runs it
 def test_killing_the_writer_mid_change_leaves_before_or_after(tmp_path: Path, built_project: Path) -> None:
     for delay in (0.4, 0.9, 1.7):
         path = copy_built(built_project, tmp_path / f"k{delay}")
         run_and_kill(_change_forever, path, delay)
         e = engine_for(path)
         status = e.init()
-        store = e.session.store
-        added = [d.id for d in store.log.docs]
+        store = e.session.collection
+        added = [d.id for d in store.changes.docs]
         live_added = [store.ids[r] for r in store.live_rows().tolist() if r >= store.n_base]
         # Whole changes only: adds in order, every third one deleting the one before it.
         assert added == [f"k{i}" for i in range(len(added))]

@@ -93,6 +93,7 @@ def _rebuild_forever(config: str, ready: multiprocessing.synchronize.Event) -> N
         e.bm25_index(overwrite=True, progress=False)
 
 
+@pytest.mark.slow  # seconds: a subprocess, a crash loop or a SciFact pass; the full suite runs it
 def test_killing_the_writer_mid_build_never_leaves_a_half_index(tmp_path: Path, built_project: Path) -> None:
     path = copy_built(built_project, tmp_path / "p")
     for delay in (0.05, 0.13, 0.31):

@@ -103,7 +103,7 @@ def test_two_writers_on_one_collection_keep_both_adds(built_project: Path, tmp_p
     assert two.ok("retriever_add", {"documents": [{"id": "Y", "contents": "yodel lessons"}]})["documents"] == 32
     fresh = engine_for(config)
     fresh.init()
-    assert {"X", "Y"} <= set(fresh.session.store.row_of)
+    assert {"X", "Y"} <= set(fresh.session.collection.row_of)
     assert fresh.bm25_search("xylophone", 1)[0][0].id == "X" and fresh.search("yodel", 1)[0][0].id == "Y"
 
 

@@ -41,6 +41,7 @@ def _rpc(id_: int | None, method: str, params: dict) -> bytes:
     return (json.dumps(msg) + "\n").encode()
 
 
+@pytest.mark.slow  # seconds: a subprocess, a crash loop or a SciFact pass; the full suite runs it
 def test_stdout_carries_nothing_but_json_rpc(built_project: Path, tmp_path: Path) -> None:
     """Raw stdio: every byte on stdout is a JSON-RPC message, while logs go to stderr."""
     stderr = (tmp_path / "stderr.log").open("w+b")

@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from .catalog import remember_corpus
 from .collection import ChangeLog, Collection
 from .errors import NotYetSupportedError
 from .filters import Filter
 from .indexes import Change, View
 from .manifests import corpus_manifest
-from .session import Session, bm25_manifest, build_bm25, remember_corpus
+from .session import Session, bm25_manifest, build_bm25
 from .types import Document
 
 Report = dict[str, Any]
@@ -32,12 +33,12 @@ def add(s: Session, docs: Sequence[Document], progress: bool) -> tuple[Session, 
         if vectors is None or s.embedder is None:
             raise NotYetSupportedError("the index backend holds the documents and their vectors: use an embedding "
                                        "backend, not 'bm25'")
-        index, replaced = s.backend.upsert(View(s.config, s.store, s.embedder), s.dense, docs, vectors)
+        index, replaced = s.backend.upsert(View(s.config, s.collection, s.embedder), s.dense, docs, vectors)
         return replace(s, dense=index), {"added": len(docs) - replaced, "replaced": replaced, "documents": len(index)}
-    replaced = sum(d.id in s.store.row_of for d in docs)
+    replaced = sum(d.id in s.collection.row_of for d in docs)
     model = s.embedder.model_id if s.embedder is not None else None
-    nxt = commit(s, s.store.with_added(docs, vectors, model), progress)
-    return nxt, {"added": len(docs) - replaced, "replaced": replaced, "documents": len(nxt.store)}
+    nxt = commit(s, s.collection.with_added(docs, vectors, model), progress)
+    return nxt, {"added": len(docs) - replaced, "replaced": replaced, "documents": len(nxt.collection)}
 
 
 def delete(s: Session, ids: Sequence[str], f: Filter | None, progress: bool) -> tuple[Session, Report]:
@@ -45,12 +46,12 @@ def delete(s: Session, ids: Sequence[str], f: Filter | None, progress: bool) -> 
     if s.backend.holds_documents:
         deleted, not_found = s.backend.delete(s.dense, ids, f)
         return s, {"deleted": deleted, "not_found": not_found, "documents": len(s.dense) if s.dense else 0}
-    rows = {s.store.row_of[i] for i in ids if i in s.store.row_of}
+    rows = {s.collection.row_of[i] for i in ids if i in s.collection.row_of}
     if f is not None:
-        rows.update(np.flatnonzero(s.store.mask(f)).tolist())
-    nxt = commit(s, s.store.with_deleted(rows), progress) if rows else s
-    return nxt, {"deleted": len(rows), "not_found": [i for i in ids if i not in s.store.row_of],
-                 "documents": len(nxt.store)}
+        rows.update(np.flatnonzero(s.collection.mask(f)).tolist())
+    nxt = commit(s, s.collection.with_deleted(rows), progress) if rows else s
+    return nxt, {"deleted": len(rows), "not_found": [i for i in ids if i not in s.collection.row_of],
+                 "documents": len(nxt.collection)}
 
 
 def commit(s: Session, changes: ChangeLog, progress: bool) -> Session:
@@ -60,17 +61,17 @@ def commit(s: Session, changes: ChangeLog, progress: bool) -> Session:
     paths = s.config.paths()
     remember_corpus(s.config)
     changes.save(paths.docs, corpus_manifest(s.docs))
-    store = Collection(s.docs, changes)
-    nxt = replace(s, store=store)
-    before = len(s.store.log.docs)
+    collection = Collection(s.docs, changes)
+    nxt = replace(s, collection=collection)
+    before = len(s.collection.changes.docs)
     added = changes.docs[before:]
     vectors = changes.vectors[before:] if changes.vectors is not None else None
-    newly = set(changes.deleted.tolist()) - set(s.store.log.deleted.tolist())
-    gone = {s.store.ids[r] for r in newly} - {d.id for d in added}
-    change = Change(added, vectors, sorted(gone), store.row_of, changes.generation)
+    newly = set(changes.deleted.tolist()) - set(s.collection.changes.deleted.tolist())
+    gone = {s.collection.ids[r] for r in newly} - {d.id for d in added}
+    change = Change(added, vectors, sorted(gone), collection.row_of, changes.generation)
     dense = s.dense.apply(change) if s.dense is not None else None
     bm25 = None
-    if s.bm25 is not None and len(store):
+    if s.bm25 is not None and len(collection):
         bm25 = build_bm25(nxt, progress)
         bm25.save(paths.bm25, bm25_manifest(nxt))
     return replace(nxt, dense=dense, bm25=bm25)

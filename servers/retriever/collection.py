@@ -71,14 +71,14 @@ class ChangeLog:
 class Collection:
     """Row-addressed documents of the corpus and the change log; ids, texts, metadata, masks."""
 
-    def __init__(self, base: DocStore | None, log: ChangeLog = ChangeLog()) -> None:
+    def __init__(self, base: DocStore | None, changes: ChangeLog = ChangeLog()) -> None:
         self.base = base
-        self.log = log
+        self.changes = changes
         self.n_base = len(base) if base is not None else 0
-        self.ids: list[str] = (base.ids if base is not None else []) + [d.id for d in log.docs]
+        self.ids: list[str] = (base.ids if base is not None else []) + [d.id for d in changes.docs]
         self.live = np.ones(len(self.ids), dtype=bool)
-        self.live[log.deleted] = False
-        self.all_live = not len(log.deleted)
+        self.live[changes.deleted] = False
+        self.all_live = not len(changes.deleted)
 
     def __len__(self) -> int:
         """Live documents."""
@@ -97,7 +97,7 @@ class Collection:
     def get(self, row: int) -> Document:
         if row < self.n_base:
             return self.base.get(row)  # type: ignore[union-attr]
-        return self.log.docs[row - self.n_base]
+        return self.changes.docs[row - self.n_base]
 
     def texts(self, rows: Iterable[int]) -> Iterator[str]:
         for row in rows:
@@ -109,13 +109,13 @@ class Collection:
     def live_added(self) -> tuple[list[Document], np.ndarray | None]:
         """The added documents still live, with their vectors (None without an embedder)."""
         live = np.flatnonzero(self.live[self.n_base:])
-        vectors = self.log.vectors[live] if self.log.vectors is not None else None
-        return [self.log.docs[i] for i in live.tolist()], vectors
+        vectors = self.changes.vectors[live] if self.changes.vectors is not None else None
+        return [self.changes.docs[i] for i in live.tolist()], vectors
 
     def mask(self, f: Filter) -> np.ndarray:
         """Live rows that pass the filter (the corpus part is cached by the corpus store)."""
         base = self.base.mask(f) if self.base is not None else np.empty(0, bool)
-        added = np.fromiter((matches(f, d.id, d.metadata) for d in self.log.docs), dtype=bool, count=len(self.log.docs))
+        added = np.fromiter((matches(f, d.id, d.metadata) for d in self.changes.docs), dtype=bool, count=len(self.changes.docs))
         return np.concatenate([base, added]) & self.live
 
     def allowed(self, f: Filter | None) -> np.ndarray | None:
@@ -126,14 +126,14 @@ class Collection:
 
     def info(self) -> dict[str, Any]:
         out: dict[str, Any] = self.base.info() if self.base is not None else {"path": None}
-        out.update(documents=len(self), added=len(self.log.docs), deleted=len(self.log.deleted))
+        out.update(documents=len(self), added=len(self.changes.docs), deleted=len(self.changes.deleted))
         return out
 
     # ---- changes (new logs; nothing is written here) -------------------------------------------
 
     def with_added(self, docs: Sequence[Document], vectors: np.ndarray | None, model: str | None) -> ChangeLog:
         """The log after adding `docs`: an id that is live already is replaced (upsert)."""
-        log = self.log
+        log = self.changes  # the change log so far
         if (log.vectors is None) != (vectors is None) and log.docs:
             raise InvalidInputError("the collection's added documents were stored without vectors (backend bm25);"
                                     " use the same backend for every add")
@@ -145,7 +145,7 @@ class Collection:
         return ChangeLog(log.docs + tuple(docs), stacked, _union(log.deleted, replaced), log.generation + 1, model)
 
     def with_deleted(self, rows: Iterable[int]) -> ChangeLog:
-        log = self.log
+        log = self.changes  # the change log so far
         return ChangeLog(log.docs, log.vectors, _union(log.deleted, rows), log.generation + 1, log.model)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import changes
+from .catalog import collection_names, describe, recorded_corpus, remember_corpus
 from .collection import parse_documents
 from .config import Config, HybridConfig, load_config
 from .corpus import DocStore
@@ -43,16 +44,7 @@ from .results import as_queries, check_top_k, pick, search_groups
 from .search import BM25, KINDS, Dense, Hybrid, Ranker, run
 from .search.fanout import fanout
 from .search.stages import apply, stages
-from .session import (
-    Session,
-    bm25_manifest,
-    build_bm25,
-    collection_names,
-    describe,
-    open_session,
-    recorded_corpus,
-    remember_corpus,
-)
+from .session import Session, bm25_manifest, build_bm25, open_session
 from .types import Hit
 
 log = logging.getLogger(__name__)
@@ -101,7 +93,7 @@ class Retriever:
         s = self.session
         if s is None:
             return {"status": "not initialised"}
-        out: dict[str, Any] = {"status": "ready", "collection": s.config.collection_name, "corpus": s.store.info()}
+        out: dict[str, Any] = {"status": "ready", "collection": s.config.collection_name, "corpus": s.collection.info()}
         if s.embedder is not None:
             out["model"] = s.embedder.model_id
             out["dimension"] = s.embedder.dimension
@@ -137,7 +129,7 @@ class Retriever:
             s = self.need(tool)
             with collection_lock(s.config.paths().docs):
                 on_disk = read_manifest(s.config.paths().docs)
-                if (on_disk or {}).get("generation", 0) != s.store.log.generation:
+                if (on_disk or {}).get("generation", 0) != s.collection.changes.generation:
                     log.warning("%s: the collection was changed by another process; reloading it first", tool)
                     s = self.session = open_session(s.config, s.embedder)
                 yield s
@@ -176,7 +168,7 @@ class Retriever:
               index_path: str | None = None) -> dict[str, Any]:
         """Build the vector index from the embedding file and publish it atomically."""
         with self._writing("retriever_index") as s:
-            view = View(s.config, s.store, self._embedder_of(s, "retriever_index"))
+            view = View(s.config, s.collection, self._embedder_of(s, "retriever_index"))
             embedding_file = self._path(embedding_path, s.config.paths().embedding, "embedding_path")
             folder = self._path(index_path, s.config.paths().faiss, "index_path")
             index, report = s.backend.build(view, embedding_file, folder, pick(overwrite, s.config.overwrite))
@@ -206,7 +198,7 @@ class Retriever:
         """Hits straight from an index backend that holds the documents (Milvus demo mode)."""
         vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
         f = None if filters is None else parse_filter(filters)
-        found = s.backend.hits(View(s.config, s.store, embedder), s.dense, vectors, top_k, f)
+        found = s.backend.hits(View(s.config, s.collection, embedder), s.dense, vectors, top_k, f)
         return apply(found, stages(Dense().scale(s) if scale_score else None, threshold))
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
@@ -227,14 +219,14 @@ class Retriever:
             folder = s.config.paths().bm25
             if read_manifest(folder) is not None and not pick(overwrite, s.config.overwrite):
                 raise AlreadyExistsError(f"a BM25 index exists at {folder}; pass overwrite=true to rebuild it")
-            if not len(s.store):
+            if not len(s.collection):
                 raise IndexMissingError("the collection has no documents; set corpus_path or call retriever_add")
             index = build_bm25(s, progress)
             manifest = bm25_manifest(s)
             remember_corpus(s.config)
             index.save(folder, manifest)
             self._publish(s, bm25=index)
-            return {"save_path": str(folder), **manifest, "documents": len(s.store),
+            return {"save_path": str(folder), **manifest, "documents": len(s.collection),
                     "lang": s.config.backend_configs.bm25.lang}
 
     def bm25_search(self, query_list: str | Sequence[str], top_k: int | None = None,

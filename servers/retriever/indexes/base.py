@@ -54,7 +54,7 @@ class View:
     change log, by row) and its model."""
 
     config: Config
-    store: Collection
+    collection: Collection
     embedder: Embedder
 
 

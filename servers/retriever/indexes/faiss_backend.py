@@ -31,22 +31,22 @@ class FaissBackend:
         folder = view.config.paths().faiss
         index: FaissIndex | None = FaissIndex.load(folder, use_gpu=view.config.index_backend_configs.faiss.index_use_gpu)
         if index is not None:
-            check_manifest(index.manifest, dense_manifest(view.store.base, view.embedder), folder,
+            check_manifest(index.manifest, dense_manifest(view.collection.base, view.embedder), folder,
                            "call retriever_embed and retriever_index with overwrite=true")
             warnings += index.warnings
-        elif view.store.base is None:
+        elif view.collection.base is None:
             index = FaissIndex.empty(view.embedder.dimension)
         return with_log(view, index)
 
     def build(self, view: View, embedding_file: Path | None, index_path: Path,
               overwrite: bool) -> tuple[VectorIndex, dict[str, Any]]:
         fcfg = view.config.index_backend_configs.faiss
-        if view.store.base is None:
+        if view.collection.base is None:
             raise IndexMissingError("retriever_index: this collection has no corpus file (corpus_path is null); its "
                                     "documents come from retriever_add, which embeds and indexes them as they arrive")
         if read_manifest(index_path) is not None and not overwrite:
             raise AlreadyExistsError(f"an index exists at {index_path}; pass overwrite=true to rebuild it")
-        expected = dense_manifest(view.store.base, view.embedder)
+        expected = dense_manifest(view.collection.base, view.embedder)
         vectors = open_embeddings(embedding_file or view.config.paths().embedding, expected)
         index = FaissIndex.build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu, factory=fcfg.index_factory)
         index.save(index_path, expected)
@@ -72,11 +72,11 @@ class FaissBackend:
 
 def with_log(view: View, index: VectorIndex | None) -> VectorIndex | None:
     """`index` (of the corpus rows) plus the vectors of the documents added since."""
-    added = view.store.log
+    added = view.collection.changes
     if index is None or not added.docs:
         return index
     if added.vectors is None or added.model != view.embedder.model_id:
         raise IndexMismatchError(f"{view.config.paths().docs}: the added documents were embedded with "
                                  f"{added.model!r}, this session uses {view.embedder.model_id!r}; add them again "
                                  "with this model, or restore the model")
-    return index.apply(Change(added.docs, added.vectors, [], view.store.row_of, added.generation))
+    return index.apply(Change(added.docs, added.vectors, [], view.collection.row_of, added.generation))

@@ -38,7 +38,7 @@ class MilvusBackend:
         e = view.embedder
         if self.holds_documents:
             return {"model": e.model_id, "dimension": e.dimension, "is_demo": True}
-        return {**dense_manifest(view.store.base, e), "is_demo": False}
+        return {**dense_manifest(view.collection.base, e), "is_demo": False}
 
     def load(self, view: View, warnings: list[str]) -> MilvusIndex | None:
         """The collection, checked against the view; one behind the change log (a crash between
@@ -51,14 +51,14 @@ class MilvusBackend:
                        "call retriever_index(overwrite=true) to rebuild it, or pick another collection_name")
         if self.holds_documents:
             return MilvusIndex(store, None, info)
-        rows = view.store
+        rows = view.collection
         index = MilvusIndex(store, rows.row_of, info)
-        if info.get("log_generation", 0) != rows.log.generation:
+        if info.get("log_generation", 0) != rows.changes.generation:
             warnings.append(f"Milvus collection {store.collection!r} predates the last add or delete; brought up to date")
             log.warning(warnings[-1])
             docs, vectors = rows.live_added()
-            dead = {rows.ids[r] for r in rows.log.deleted.tolist()} - set(rows.row_of)
-            index = index.apply(Change(docs, vectors, sorted(dead), rows.row_of, rows.log.generation))
+            dead = {rows.ids[r] for r in rows.changes.deleted.tolist()} - set(rows.row_of)
+            index = index.apply(Change(docs, vectors, sorted(dead), rows.row_of, rows.changes.generation))
         return index
 
     def build(self, view: View, embedding_file: Path | None, index_path: Path,
@@ -67,18 +67,18 @@ class MilvusBackend:
         and the change log's documents; in demo mode the corpus file embedded as it streams in."""
         cfg = view.config
         store = shared_store(cfg.index_backend_configs.milvus, cfg.collection_name)
-        info = {**self.manifest(view), "log_generation": view.store.log.generation}
+        info = {**self.manifest(view), "log_generation": view.collection.changes.generation}
         if self.holds_documents:
             batches = _corpus_batches(view)
         else:
-            if view.store.base is None:
+            if view.collection.base is None:
                 raise IndexMissingError("retriever_index: this collection has no corpus file (corpus_path is null); "
                                         "its documents come from retriever_add")
             vectors = open_embeddings(embedding_file or cfg.paths().embedding,
-                                      dense_manifest(view.store.base, view.embedder))
+                                      dense_manifest(view.collection.base, view.embedder))
             batches = _row_batches(view, vectors)
         index = build_collection(store, info, batches, overwrite)
-        index = index.with_rows(None if self.holds_documents else view.store.row_of)
+        index = index.with_rows(None if self.holds_documents else view.collection.row_of)
         return index, {"collection": store.collection, **info, "documents": len(index)}
 
     def describe(self, cfg: Config) -> list[dict[str, Any]]:
@@ -123,11 +123,11 @@ class MilvusBackend:
 
 
 def _row_batches(view: View, vectors: np.ndarray) -> Vectors:
-    store, chunk = view.store, view.config.index_backend_configs.milvus.index_chunk_size
-    for start in range(0, store.n_base, chunk):
-        rows = [r for r in range(start, min(start + chunk, store.n_base)) if store.live[r]]
-        yield [store.get(r) for r in rows], np.asarray(vectors[rows], dtype=np.float32)
-    added, added_vectors = store.live_added()
+    rows, chunk = view.collection, view.config.index_backend_configs.milvus.index_chunk_size
+    for start in range(0, rows.n_base, chunk):
+        live = [r for r in range(start, min(start + chunk, rows.n_base)) if rows.live[r]]
+        yield [rows.get(r) for r in live], np.asarray(vectors[live], dtype=np.float32)
+    added, added_vectors = rows.live_added()
     if added and added_vectors is not None:
         yield added, added_vectors
 

@@ -68,7 +68,7 @@ def _fused_hits(sessions: Mapping[str, Session], rankings: Mapping[str, RowRanki
         score = score / best if best else score
         if threshold is not None and score < threshold:
             continue
-        doc = sessions[name].store.get(row)
+        doc = sessions[name].collection.get(row)
         sources = {n: source_of(named[n], rank_of[n].get((name, row))) for n in named}
         out.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata, sources=sources,
                        collection=name))

@@ -106,7 +106,7 @@ class Hybrid:
         dense = compute.submit(Dense(self.query_instruction).rows, s, queries, h.candidate_depth, allowed)
         b_rows, b_scores = BM25().rows(s, queries, h.candidate_depth, allowed)
         d_rows, d_scores = dense.result()
-        return [fused_rows(s.store, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
+        return [fused_rows(s.collection, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
                            h.fusion, self.weights, h.rrf_k, depth) for i in range(len(queries))]
 
     def depth(self, k: int) -> int:

@@ -18,7 +18,7 @@ from .stages import Hits, apply, stages
 def hits_of(s: Session, ranked: Sequence[Fused]) -> Hits:
     """The hits of rankings: documents read once per call."""
     sources = [f[2] for f in ranked]
-    return build_hits(s.store, [f[0] for f in ranked], [f[1] for f in ranked],
+    return build_hits(s.collection, [f[0] for f in ranked], [f[1] for f in ranked],
                       sources=None if all(x is None for x in sources) else sources)
 
 
@@ -49,7 +49,7 @@ def multi_query(s: Session, ranker: Ranker, question_list: Any, k: int, depth: i
     def ranked(queries: list[str]) -> list[Fused]:
         return rankings(s, ranker, queries, depth, allowed)
 
-    fused = [fused_rows(s.store, {str(i): (r[0], r[1]) for i, r in enumerate(group)}, "rrf", None, rrf_k, k)
+    fused = [fused_rows(s.collection, {str(i): (r[0], r[1]) for i, r in enumerate(group)}, "rrf", None, rrf_k, k)
              for group in search_groups(ranked, question_list, "question_list")]
     best = max_fused_score("rrf", [1.0], rrf_k)  # equal weights summing to 1, whatever the count
     chain = stages((lambda x: x / best) if scale_score else None, score_threshold)
