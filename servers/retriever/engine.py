@@ -33,7 +33,7 @@ from .errors import (
     NotYetSupportedError,
 )
 from .filters import parse as parse_filter
-from .guard import allowed_roots, check_client_config, check_path
+from .guard import check_client_config, check_path
 from .hybrid import hybrid_options
 from .indexes import View, backend_for, check_backend
 from .limits import chunked
@@ -331,7 +331,7 @@ class Retriever:
             return default
         path = Path(given)
         path = path if path.is_absolute() or self.base_dir is None else self.base_dir / path
-        return check_path(path, allowed_roots(self.base_config, self.base_dir), what)
+        return check_path(path, self.base_config, self.base_dir, what)
 
 
 def _kind(s: Session, mode: str, h: HybridConfig, query_instruction: str | None) -> Ranker:

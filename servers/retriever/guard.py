@@ -20,9 +20,6 @@ from .errors import ForbiddenError
 # below apply to it. The Python API and the command line are the operator's, and trusted.
 FROM_CLIENT: ContextVar[bool] = ContextVar("retriever_from_client", default=False)
 
-OPERATOR_ONLY = ("security", "limits")  # never from a client, whatever the YAML says
-
-
 def changed_keys(base: Config, cfg: Config) -> list[str]:
     """Dotted keys whose value in `cfg` differs from the operator's `base`."""
     return sorted(_diff(base.model_dump(), cfg.model_dump(), ""))
@@ -50,12 +47,18 @@ def inside(path: Path, roots: list[Path]) -> bool:
     return any(real == r or real.is_relative_to(r) for r in roots)
 
 
-def check_path(path: Path, roots: list[Path], what: str) -> Path:
-    if FROM_CLIENT.get() and not inside(path, roots):
+def check_path(path: Path, base: Config, base_dir: Path | None, what: str) -> Path:
+    """`path`, if a client's call may use it (the operator's calls may use any)."""
+    if FROM_CLIENT.get():
+        _check_inside(path, allowed_roots(base, base_dir), what)
+    return path
+
+
+def _check_inside(path: Path, roots: list[Path], what: str) -> None:
+    if not inside(path, roots):
         raise ForbiddenError(f"{what}: {path} is outside the folders this server may use "
                              "(the YAML's folder, its index folders, security.allowed_paths); "
                              "the operator can add a folder to security.allowed_paths")
-    return path
 
 
 def check_client_config(base: Config, cfg: Config, base_dir: Path | None, http: bool) -> None:
@@ -65,9 +68,6 @@ def check_client_config(base: Config, cfg: Config, base_dir: Path | None, http: 
     changed = changed_keys(base, cfg)
     if not changed:
         return
-    own = [k for k in changed if k.split(".")[0] in OPERATOR_ONLY]
-    if own:
-        raise ForbiddenError(f"retriever_init: {own[0]} is set by the operator in parameter.yaml, not by a tool call")
     if http and not base.security.http.client_init:
         raise ForbiddenError(
             f"retriever_init over HTTP serves every client, so it may not change the operator's settings "
@@ -81,6 +81,6 @@ def check_client_config(base: Config, cfg: Config, base_dir: Path | None, http: 
     paths = cfg.local_paths()
     for key in changed:
         if key in paths:
-            check_path(paths[key], roots, key)
+            _check_inside(paths[key], roots, key)
         elif key == "model_name_or_path" and Path(cfg.model_name_or_path).expanduser().exists():
-            check_path(Path(cfg.model_name_or_path).expanduser(), roots, key)
+            _check_inside(Path(cfg.model_name_or_path).expanduser(), roots, key)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,8 +12,6 @@ from .collection import Collection
 from .config import HybridConfig
 from .errors import InvalidInputError
 from .fusion import fuse
-from .results import build_hits
-from .types import Hit
 
 RowRanking = tuple[np.ndarray, np.ndarray]  # rows best first, their scores
 Sources = list[dict[str, tuple[int, float] | None]]  # per fused row: retriever -> (rank, score)
@@ -48,15 +46,15 @@ def max_fused_score(method: str, weights: Sequence[float], k: float) -> float:
     return sum(weights) / (k + 1) if method == "rrf" else sum(weights)
 
 
+def fused_scale(method: str, weights: Sequence[float], k: float) -> Callable[[float], float]:
+    """`scale_score` for a fused ranking: the score as a share of the best possible one."""
+    best = max_fused_score(method, weights, k)
+    return lambda x: x / best
+
+
 def hybrid_options(base: HybridConfig, **overrides: Any) -> HybridConfig:
     """The YAML's hybrid section with per-call values, checked like the YAML."""
     try:
         return HybridConfig.model_validate({**base.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
     except ValidationError as e:
         raise InvalidInputError("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())) from None
-
-
-def fused_hits(docs: Collection, fused: list[Fused], best: float | None, threshold: float | None) -> list[list[Hit]]:
-    """Hits of fused rankings; with `best`, scores are divided by it (0..1)."""
-    return build_hits(docs, [f[0] for f in fused], [f[1] for f in fused],
-                      (lambda x: x / best) if best else None, threshold, [f[2] for f in fused])

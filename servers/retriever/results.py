@@ -3,7 +3,6 @@ document store's reads."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -45,20 +44,15 @@ class Documents(Protocol):
 
 
 def build_hits(docs: Documents, rows: Sequence[np.ndarray], scores: Sequence[np.ndarray],
-               scale: Callable[[float], float] | None = None, threshold: float | None = None,
                sources: Sequence[list[Any]] | None = None) -> list[list[Hit]]:
-    """Per query, the hits of its rows, scaled and thresholded; a document is read once per call."""
-    if threshold is not None and not math.isfinite(threshold):
-        raise InvalidInputError(f"score_threshold must be a finite number, got {threshold!r}")
+    """Per query, the hits of its rows (scaling and thresholds are result stages, search/stages.py);
+    a document is read once per call."""
     seen: dict[int, Document] = {}
     out = []
     for q, (query_rows, query_scores) in enumerate(zip(rows, scores)):
         hits = []
         for i, (row, score) in enumerate(zip(query_rows.tolist(), query_scores.tolist())):
             if row < 0:  # FAISS marks missing results with -1
-                continue
-            score = scale(score) if scale else score
-            if threshold is not None and score < threshold:
                 continue
             doc = seen.get(row)
             if doc is None:
@@ -69,14 +63,23 @@ def build_hits(docs: Documents, rows: Sequence[np.ndarray], scores: Sequence[np.
     return out
 
 
-def search_groups(search: Callable[[list[str]], list[T]], batch: Any, name: str = "batch_query_list") -> list[list[T]]:
-    """One search over every query of every group, its per-query results split back into the groups."""
+def as_groups(batch: Any, name: str = "batch_query_list") -> list[list[str]]:
+    """A non-empty list of query lists (each a list of strings, or one string)."""
     if isinstance(batch, str) or not isinstance(batch, Sequence) or not batch:
         raise InvalidInputError(f"{name} must be a non-empty list of query lists")
-    groups = [as_queries(g, f"{name} item") for g in batch]
-    flat = search([q for g in groups for q in g])
+    return [as_queries(g, f"{name} item") for g in batch]
+
+
+def regroup(flat: Sequence[T], sizes: Sequence[int]) -> list[list[T]]:
+    """Per-query results of the flattened groups split back into groups of `sizes`."""
     out, start = [], 0
-    for g in groups:
-        out.append(flat[start : start + len(g)])
-        start += len(g)
+    for n in sizes:
+        out.append(list(flat[start : start + n]))
+        start += n
     return out
+
+
+def search_groups(search: Callable[[list[str]], list[T]], batch: Any, name: str = "batch_query_list") -> list[list[T]]:
+    """One search over every query of every group, its per-query results split back into the groups."""
+    groups = as_groups(batch, name)
+    return regroup(search([q for g in groups for q in g]), [len(g) for g in groups])

@@ -154,21 +154,22 @@ class HybridBatchSearchRequest(BatchSearchRequest, _Fusion):
     pass
 
 
-class MultiQuerySearchRequest(_Scores, _Reply):
-    question_list: QuestionList
+class _Modes(_Scores, _Reply):
+    """A search that runs a retriever kind (`mode`) per phrasing or per collection, then fuses."""
+
     top_k: TopK = None
     mode: Mode = "hybrid"
     query_instruction: QueryInstruction = None
     candidate_depth: CandidateDepth = None
 
 
-class FanoutSearchRequest(_Scores, _Reply):
+class MultiQuerySearchRequest(_Modes):
+    question_list: QuestionList
+
+
+class FanoutSearchRequest(_Modes):
     query_list: Queries
     collections: Collections
-    top_k: TopK = None
-    mode: Mode = "hybrid"
-    query_instruction: QueryInstruction = None
-    candidate_depth: CandidateDepth = None
 
 
 # ---- web ----------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from fastmcp.tools.base import ToolResult
 from mcp.types import TextContent
 
 from ..config import ReplyConfig
+from ..results import regroup
 from ..types import Hit
 
 TEXT_COPY_LIMIT = 64 * 1024
@@ -159,9 +160,5 @@ class Shape:
         flat = [h[self.offset:] for g in groups for h in g]
         lists, note = budgeted(flat, self.offset, self.max_bytes, self.max_chars, self.return_text,
                                self.return_metadata)
-        out, start = [], 0
-        for g in groups:
-            out.append(lists[start : start + len(g)])
-            start += len(g)
-        payload = format_batch(out, self.return_text, self.return_metadata, self.fused)
+        payload = format_batch(regroup(lists, [len(g) for g in groups]), self.return_text, self.return_metadata, self.fused)
         return {**payload, "truncated": note} if note else payload

@@ -36,7 +36,7 @@ class FaissBackend:
             warnings += index.warnings
         elif view.collection.base is None:
             index = FaissIndex.empty(view.embedder.dimension)
-        return with_log(view, index)
+        return with_log(view, index) if index is not None else None
 
     def build(self, view: View, embedding_file: Path | None, index_path: Path,
               overwrite: bool) -> tuple[VectorIndex, dict[str, Any]]:
@@ -53,7 +53,7 @@ class FaissBackend:
         report: dict[str, Any] = {"index_path": str(index_path), **expected}
         if index.warnings:
             report["warnings"] = index.warnings
-        return with_log(view, index) or index, report
+        return with_log(view, index), report
 
     def describe(self, cfg: Config) -> list[dict[str, Any]] | None:
         return None  # the collections are local folders (session.describe)
@@ -70,10 +70,10 @@ class FaissBackend:
         raise NotYetSupportedError("FAISS collections change through the change log")
 
 
-def with_log(view: View, index: VectorIndex | None) -> VectorIndex | None:
+def with_log(view: View, index: VectorIndex) -> VectorIndex:
     """`index` (of the corpus rows) plus the vectors of the documents added since."""
     added = view.collection.changes
-    if index is None or not added.docs:
+    if not added.docs:
         return index
     if added.vectors is None or added.model != view.embedder.model_id:
         raise IndexMismatchError(f"{view.config.paths().docs}: the added documents were embedded with "

@@ -13,8 +13,7 @@ from fastmcp import FastMCP
 from mcp.types import ToolAnnotations
 
 from ..api.models import ProviderSearchRequest, Request, WebBatchSearchRequest, WebSearchRequest
-from ..errors import InvalidInputError
-from ..results import as_queries, check_top_k, pick
+from ..results import as_groups, as_queries, pick, regroup
 from ..websearch import PROVIDERS, QueryResult, check_provider, web_search
 from .table import tool_function
 
@@ -34,12 +33,6 @@ def format_web(results: Sequence[QueryResult]) -> dict[str, Any]:
     }
 
 
-def _threads(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(f"retrieve_thread_num must be an integer >= 1, got {value!r}")
-    return value
-
-
 def build_web_server(engine: Retriever) -> FastMCP:
     mcp = FastMCP("retriever-web")
 
@@ -47,8 +40,8 @@ def build_web_server(engine: Retriever) -> FastMCP:
                      threads: int | None) -> list[QueryResult]:
         cfg = engine.config
         name = check_provider(pick(provider, cfg.websearch_backend))
-        return await web_search(cfg, name, queries, check_top_k(pick(top_k, cfg.top_k)),
-                                _threads(pick(threads, cfg.retrieve_thread_num)))
+        # top_k and retrieve_thread_num were checked by the request model or the YAML's
+        return await web_search(cfg, name, queries, pick(top_k, cfg.top_k), pick(threads, cfg.retrieve_thread_num))
 
     def add(name: str, title: str, model: type[Request], doc: str, serve: Any) -> None:
         mcp.tool(tool_function(name, model, doc, serve), output_schema=None, annotations=WEB, title=title)
@@ -69,12 +62,9 @@ def build_web_server(engine: Retriever) -> FastMCP:
         "ret_scores and errors (per query null or why it failed).", websearch)
 
     async def batch(r: WebBatchSearchRequest) -> dict[str, Any]:
-        groups = _groups(r.batch_query_list)
+        groups = as_groups(r.batch_query_list)
         flat = await search(r.websearch_backend, [q for g in groups for q in g], r.top_k, r.retrieve_thread_num)
-        per_group, start = [], 0
-        for g in groups:
-            per_group.append(format_web(flat[start : start + len(g)]))
-            start += len(g)
+        per_group = [format_web(g) for g in regroup(flat, [len(g) for g in groups])]
         return {f"{k}_ls": [g[k] for g in per_group] for k in format_web([])}
 
     for name in ("retriever_websearch_batch", "retriever_batch_websearch"):  # the second: UltraRAG's newer name
@@ -82,9 +72,3 @@ def build_web_server(engine: Retriever) -> FastMCP:
             "Web search for groups of queries, all in one concurrent pool. Returns ret_psg_ls, ret_urls_ls, "
             "ret_titles_ls, ret_scores_ls and errors_ls.", batch)
     return mcp
-
-
-def _groups(batch: Any) -> list[list[str]]:
-    if isinstance(batch, str) or not isinstance(batch, Sequence) or not batch:
-        raise InvalidInputError("batch_query_list must be a non-empty list of query lists")
-    return [as_queries(g, "batch_query_list item") for g in batch]

@@ -16,12 +16,13 @@ from typing import Any
 from ..config import HybridConfig
 from ..errors import CancelledWork, InvalidInputError, RetrieverError
 from ..fusion import rrf
-from ..hybrid import RowRanking, max_fused_score, source_of
+from ..hybrid import RowRanking, fused_scale, source_of
 from ..results import as_queries
 from ..session import Session, candidates
 from ..types import Hit
 from .rankers import KINDS
 from .run import rankings
+from .stages import apply, stages
 
 
 def fanout(session_of: Callable[[str], Session], queries: list[str], collections: Sequence[str], k: int,
@@ -33,6 +34,8 @@ def fanout(session_of: Callable[[str], Session], queries: list[str], collections
     if mode not in KINDS:
         raise InvalidInputError(f"mode must be one of {sorted(KINDS)}, got {mode!r}")
     ranker = KINDS[mode](h, query_instruction)
+    # equal weights summing to 1, whatever the number of collections
+    chain = stages(fused_scale("rrf", [1.0], h.rrf_k) if scale_score else None, score_threshold)
     names = list(dict.fromkeys(as_queries(collections, "collections")))
     answered: dict[str, tuple[Session, list[RowRanking]]] = {}
     errors: dict[str, str] = {}
@@ -47,15 +50,14 @@ def fanout(session_of: Callable[[str], Session], queries: list[str], collections
             errors[name] = str(e)
     if not answered:
         raise InvalidInputError("every collection failed: " + "; ".join(f"{n}: {m}" for n, m in errors.items()))
-    best = max_fused_score("rrf", [1.0], h.rrf_k) if scale_score else None
     sessions = {name: cs for name, (cs, _) in answered.items()}
-    hits = [_fused_hits(sessions, {name: ranked[i] for name, (_, ranked) in answered.items()}, h.rrf_k, k,
-                        best, score_threshold) for i in range(len(queries))]
-    return hits, errors
+    hits = [_fused_hits(sessions, {name: ranked[i] for name, (_, ranked) in answered.items()}, h.rrf_k, k)
+            for i in range(len(queries))]
+    return apply(hits, chain), errors
 
 
-def _fused_hits(sessions: Mapping[str, Session], rankings: Mapping[str, RowRanking], rrf_k: float, k: int,
-                best: float | None, threshold: float | None) -> list[Hit]:
+def _fused_hits(sessions: Mapping[str, Session], rankings: Mapping[str, RowRanking], rrf_k: float,
+                k: int) -> list[Hit]:
     """One query: the collections' rankings fused into hits that name their collection."""
     named = {name: [((name, int(r)), float(sc)) for r, sc in zip(rows.tolist(), scores.tolist()) if r >= 0]
              for name, (rows, scores) in rankings.items()}
@@ -65,9 +67,6 @@ def _fused_hits(sessions: Mapping[str, Session], rankings: Mapping[str, RowRanki
     for key, score in rrf(list(named.values()), None, rrf_k, limit=k):
         name: str = key[0]
         row: int = key[1]
-        score = score / best if best else score
-        if threshold is not None and score < threshold:
-            continue
         doc = sessions[name].collection.get(row)
         sources = {n: source_of(named[n], rank_of[n].get((name, row))) for n in named}
         out.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata, sources=sources,

@@ -14,7 +14,7 @@ from .. import compute
 from ..config import HybridConfig
 from ..errors import IndexMissingError, NotYetSupportedError
 from ..fusion import SCALERS
-from ..hybrid import Fused, fused_rows, max_fused_score
+from ..hybrid import Fused, fused_rows, fused_scale
 from ..results import pick
 from ..session import Allowed, Session
 
@@ -117,8 +117,7 @@ class Hybrid:
         return [self.options.vector_weight, 1.0 - self.options.vector_weight]
 
     def scale(self, s: Session) -> Scale:
-        best = max_fused_score(self.options.fusion, self.weights, self.options.rrf_k)
-        return lambda x: x / best
+        return fused_scale(self.options.fusion, self.weights, self.options.rrf_k)
 
 
 # The kinds a `mode` names (multi-query and fan-out searches, `retriever search --mode`, eval).

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..hybrid import Fused, fused_rows, max_fused_score
+from ..hybrid import Fused, fused_rows, fused_scale
 from ..limits import chunked
 from ..results import build_hits, search_groups
 from ..session import Allowed, Session, candidates
@@ -51,6 +51,6 @@ def multi_query(s: Session, ranker: Ranker, question_list: Any, k: int, depth: i
 
     fused = [fused_rows(s.collection, {str(i): (r[0], r[1]) for i, r in enumerate(group)}, "rrf", None, rrf_k, k)
              for group in search_groups(ranked, question_list, "question_list")]
-    best = max_fused_score("rrf", [1.0], rrf_k)  # equal weights summing to 1, whatever the count
-    chain = stages((lambda x: x / best) if scale_score else None, score_threshold)
+    # equal weights summing to 1, whatever the number of phrasings
+    chain = stages(fused_scale("rrf", [1.0], rrf_k) if scale_score else None, score_threshold)
     return apply(hits_of(s, fused), chain)
