@@ -34,7 +34,7 @@ def listing(read_only: bool = False) -> dict[str, Any]:
 def test_every_parameter_is_described() -> None:
     tools = listing()
     params = [(name, p, schema) for name, t in tools.items() for p, schema in t["input_schema"]["properties"].items()]
-    assert len(tools) == 20 and len(params) > 100
+    assert len(tools) == 21 and len(params) > 100
     assert [(n, p) for n, p, s in params if not s.get("description")] == []
 
 
@@ -49,7 +49,8 @@ def test_annotations_say_what_each_tool_does() -> None:
             assert a["read_only_hint"] is False and a["destructive_hint"] is True, name
         assert a["idempotent_hint"] is True, name
     assert {n for n, t in tools.items() if t["annotations"].get("open_world_hint")} == {
-        n for n in tools if "websearch" in n or n.startswith(("retriever_exa", "retriever_tavily", "retriever_zhipuai"))}
+        n for n in tools if "websearch" in n or n.startswith(("retriever_exa", "retriever_tavily", "retriever_zhipuai"))
+    } | {"retriever_deploy_search"}
 
 
 def test_read_only_serves_no_write_tool() -> None:

@@ -57,22 +57,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport == "stdio":
         server.run("stdio", show_banner=False)
         return 0
-    from starlette.middleware import Middleware
+    from .http_guard import front_door
 
-    from .http_guard import HTTPGuard, is_loopback, load_tokens
-
-    cfg = engine.base_config
-    tokens = load_tokens(cfg)
-    if not tokens and not is_loopback(args.host):
-        raise RetrieverError(f"--host {args.host} is not loopback: set bearer tokens first "
-                             f"(${cfg.security.http.tokens_env}, or security.http.tokens_file)")
-    h = cfg.security.http
-    guard = Middleware(HTTPGuard, tokens=tokens, host=args.host, port=args.port, allowed_hosts=h.allowed_hosts,
-                       allowed_origins=h.allowed_origins, max_bytes=cfg.limits.max_request_bytes)
-    log.info("serving streamable HTTP on %s:%d (%s)", args.host, args.port,
-             f"{len(tokens)} bearer token(s)" if tokens else "no token: loopback only")
+    guard = front_door(engine.base_config, args.host, args.port)
     server.run("http", host=args.host, port=args.port, show_banner=False, middleware=[guard],
                host_origin_protection=False)  # HTTPGuard checks Host and Origin itself
+    return 0
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    """The shared HTTP service (service/): loads the indexes at start, batches searches."""
+    import uvicorn
+
+    from .service import build_app
+
+    engine = _retriever(args)
+    engine.shared = True  # one session serves every client
+    mcp_app = None
+    if args.mcp:
+        from .mcp import build_server
+
+        mcp_app = build_server(engine, read_only=True).http_app(path="/mcp", host_origin_protection=False)
+    app = build_app(engine, args.host, args.port, mcp_app)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False,
+                timeout_graceful_shutdown=5)
     return 0
 
 
@@ -212,6 +220,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--read-only", action="store_true",
                    help="serve no write tool (embed, index, bm25_index, add, delete); also security.read_only")
     s.set_defaults(fn=cmd_serve)
+
+    s = add("deploy", "run the shared HTTP search service (POST /search, /tools/<tool>, /metrics, ...)")
+    s.add_argument("--host", default="127.0.0.1", help="bind address; off loopback a bearer token is required")
+    s.add_argument("--port", type=int, default=64501)
+    s.add_argument("--mcp", action="store_true", help="also serve the read-only MCP tools at /mcp (streamable HTTP)")
+    s.set_defaults(fn=cmd_deploy)
 
     s = add("index", "embed, index and BM25-index the corpus from the YAML (headless)")
     s.add_argument("--overwrite", action="store_true", help="rebuild even what is up to date")

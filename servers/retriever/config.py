@@ -234,6 +234,25 @@ class LimitsConfig(_Model):
     max_documents: int = Field(10000, ge=1)  # documents in one retriever_add
 
 
+class DeployConfig(_Model):
+    """`retriever deploy`: the shared HTTP service (service/). Queries that arrive while a batch is
+    being searched wait and are searched together in the next one."""
+
+    max_batch: int = Field(64, ge=1)  # queries searched together (a larger request runs alone)
+    max_wait_ms: float = Field(2.0, ge=0, le=1000)  # how long a batch's first request waits for company
+    max_queue: int = Field(256, ge=1)  # requests waiting; past it: 503 with Retry-After
+    request_timeout: float = Field(60.0, gt=0)  # seconds a request may wait and run; then 504, its work dropped
+
+
+class RemoteConfig(_Model):
+    """retriever_deploy_search: the client of a deployed retriever at `retriever_url`."""
+
+    token: str | None = None  # the bearer token; or from the environment variable below
+    token_env: str = "RETRIEVER_REMOTE_TOKEN"
+    timeout: float = Field(60.0, gt=0)  # seconds per request
+    max_retries: int = Field(3, ge=0)  # for connection errors, 429 and 5xx (backoff with jitter, Retry-After)
+
+
 class Config(_Model):
     model_name_or_path: str = ""
     # null or "": no corpus file, a collection filled by retriever_add
@@ -254,8 +273,7 @@ class Config(_Model):
     query_instruction: str = ""
     is_multimodal: bool = False
     overwrite: bool = False
-    # Keys of later releases, accepted and inert; using them is an error (see engine.init).
-    retriever_url: str | None = None
+    retriever_url: str | None = None  # a `retriever deploy` service, for retriever_deploy_search
     retrieve_thread_num: int = Field(1, ge=1)  # active: web search queries in flight at once
     is_demo: bool = False
     # Web search (active): retriever_websearch's default provider and each provider's options.
@@ -264,6 +282,8 @@ class Config(_Model):
     security: Annotated[SecurityConfig, BeforeValidator(_none_as_empty)] = SecurityConfig()
     limits: Annotated[LimitsConfig, BeforeValidator(_none_as_empty)] = LimitsConfig()
     reply: Annotated[ReplyConfig, BeforeValidator(_none_as_empty)] = ReplyConfig()
+    deploy: Annotated[DeployConfig, BeforeValidator(_none_as_empty)] = DeployConfig()
+    remote: Annotated[RemoteConfig, BeforeValidator(_none_as_empty)] = RemoteConfig()
 
     @model_validator(mode="after")
     def _demo_needs_milvus(self) -> Config:
@@ -274,7 +294,8 @@ class Config(_Model):
     def endpoints(self) -> set[str]:
         """Dotted keys of the settings that say where requests go, or the credentials they carry."""
         keys = {"backend_configs.openai.base_url", "backend_configs.openai.api_key", "backend_configs.infinity.url",
-                "backend_configs.infinity.api_key", "index_backend_configs.milvus.token", "retriever_url"}
+                "backend_configs.infinity.api_key", "index_backend_configs.milvus.token", "retriever_url",
+                "remote.token", "remote.token_env"}
         if "://" in self.index_backend_configs.milvus.uri:  # a server; a path is Milvus Lite's file
             keys.add("index_backend_configs.milvus.uri")
         return keys

@@ -181,11 +181,14 @@ class Retriever:
 
     def search(self, query_list: str | Sequence[str], top_k: int | None = None,
                query_instruction: str | None = None, score_threshold: float | None = None,
-               scale_score: bool = False, filters: dict[str, Any] | None = None) -> list[list[Hit]]:
+               scale_score: bool = False, filters: dict[str, Any] | None = None,
+               collection_name: str | None = None) -> list[list[Hit]]:
         """Dense search. `scale_score` maps scores to 0..1 (cosine: (s + 1) / 2; inner product:
         expit(s / 100)); `score_threshold` drops hits below it (after scaling, if asked);
-        `filters` (see filters.py) limits the candidates before the top k is taken."""
-        s, embedder = self._need_embedder("retriever_search")
+        `filters` (see filters.py) limits the candidates before the top k is taken;
+        `collection_name` searches that collection (None: the current one)."""
+        s = self._searched("retriever_search", collection_name)
+        embedder = self._embedder_of(s, "retriever_search")
         queries, k = as_queries(query_list), self._k(s, top_k)
         if s.backend.holds_documents:
             return chunked(lambda qs: self._stored_hits(s, embedder, qs, k, query_instruction, score_threshold,
@@ -203,11 +206,12 @@ class Retriever:
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None, score_threshold: float | None = None,
-                     scale_score: bool = False, filters: dict[str, Any] | None = None) -> list[list[list[Hit]]]:
+                     scale_score: bool = False, filters: dict[str, Any] | None = None,
+                     collection_name: str | None = None) -> list[list[list[Hit]]]:
         """One search over every query of every group, split back into the groups."""
         return search_groups(
-            lambda qs: self.search(qs, top_k, query_instruction, score_threshold, scale_score, filters),
-            batch_query_list)
+            lambda qs: self.search(qs, top_k, query_instruction, score_threshold, scale_score, filters,
+                                   collection_name), batch_query_list)
 
     # ---- BM25 ------------------------------------------------------------------------------
 
@@ -231,9 +235,9 @@ class Retriever:
 
     def bm25_search(self, query_list: str | Sequence[str], top_k: int | None = None,
                     score_threshold: float | None = None, scale_score: bool = False,
-                    filters: dict[str, Any] | None = None) -> list[list[Hit]]:
+                    filters: dict[str, Any] | None = None, collection_name: str | None = None) -> list[list[Hit]]:
         """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
-        s = self.need("bm25_search")
+        s = self._searched("bm25_search", collection_name)
         return run.search(s, BM25(), as_queries(query_list), self._k(s, top_k), filters, scale_score, score_threshold)
 
     # ---- documents: add (upsert) and delete ----------------------------------------------------
@@ -273,11 +277,13 @@ class Retriever:
                       query_instruction: str | None = None, fusion: str | None = None,
                       vector_weight: float | None = None, rrf_k: float | None = None,
                       candidate_depth: int | None = None, score_threshold: float | None = None,
-                      scale_score: bool = False, filters: dict[str, Any] | None = None) -> list[list[Hit]]:
+                      scale_score: bool = False, filters: dict[str, Any] | None = None,
+                      collection_name: str | None = None) -> list[list[Hit]]:
         """Dense and BM25 at once, each `candidate_depth` deep, fused per query (see fusion.py).
         Each hit carries its rank and score in each retriever. `scale_score` divides by the best
         possible fused score."""
-        s, _ = self._need_embedder("retriever_hybrid_search")
+        s = self._searched("retriever_hybrid_search", collection_name)
+        self._embedder_of(s, "retriever_hybrid_search")
         h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
                            candidate_depth=candidate_depth)
         return run.search(s, Hybrid(h, query_instruction), as_queries(query_list), self._k(s, top_k), filters,
@@ -298,10 +304,14 @@ class Retriever:
         return run.multi_query(s, _kind(s, mode, h, query_instruction), question_list, self._k(s, top_k),
                                h.candidate_depth, h.rrf_k, filters, scale_score, score_threshold)
 
-    def collection_session(self, name: str) -> Session:
+    def _searched(self, tool: str, collection_name: str | None) -> Session:
+        """The session a search reads: the current one, or collection `collection_name`'s."""
+        return self.need(tool) if collection_name is None else self.collection_session(collection_name, tool)
+
+    def collection_session(self, name: str, tool: str = "retriever_fanout_search") -> Session:
         """The session of collection `name` ("" = the default): the current one, or one opened with
         the current settings and model (kept until the next retriever_init)."""
-        s = self.need("retriever_fanout_search")
+        s = self.need(tool)
         if name == s.config.collection_name:
             return s
         with self._others_lock:

@@ -68,3 +68,7 @@ class BusyError(RetrieverError):
 
 class CancelledWork(RetrieverError):
     """The caller cancelled the request (or went away); the rest of its work was dropped."""
+
+
+class RemoteError(RetrieverError):
+    """A deployed retriever failed or answered wrongly (after retries); names the URL and status."""

@@ -17,6 +17,8 @@ import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from starlette.middleware import Middleware
+
 from .config import Config
 from .errors import ConfigError
 
@@ -47,13 +49,27 @@ def load_tokens(cfg: Config) -> list[str]:
     return [t for t in tokens if t]
 
 
+def front_door(cfg: Config, host: str, port: int, open_paths: tuple[str, ...] = ()) -> Middleware:
+    """The HTTPGuard of a server bound to `host`:`port`, with the YAML's tokens and hosts;
+    refuses to serve off loopback without a token. `open_paths` need no token (health checks)."""
+    tokens = load_tokens(cfg)
+    if not tokens and not is_loopback(host):
+        raise ConfigError(f"--host {host} is not loopback: set bearer tokens first "
+                          f"(${cfg.security.http.tokens_env}, or security.http.tokens_file)")
+    h = cfg.security.http
+    log.info("HTTP on %s:%d (%s)", host, port, f"{len(tokens)} bearer token(s)" if tokens else "no token: loopback only")
+    return Middleware(HTTPGuard, tokens=tokens, host=host, port=port, allowed_hosts=h.allowed_hosts,
+                      allowed_origins=h.allowed_origins, max_bytes=cfg.limits.max_request_bytes, open_paths=open_paths)
+
+
 class HTTPGuard:
-    """ASGI middleware: 401 without a valid token (when tokens are set), 403 for a foreign Host
-    or Origin, 413 for a body over `max_bytes`."""
+    """ASGI middleware: 401 without a valid token (when tokens are set; not for `open_paths`),
+    403 for a foreign Host or Origin, 413 for a body over `max_bytes`."""
 
     def __init__(self, app: Any, tokens: list[str], host: str, port: int, allowed_hosts: list[str],
-                 allowed_origins: list[str], max_bytes: int) -> None:
+                 allowed_origins: list[str], max_bytes: int, open_paths: tuple[str, ...] = ()) -> None:
         self.app = app
+        self.open_paths = set(open_paths)
         self.tokens = [t.encode() for t in tokens]
         names = {*LOOPBACK_NAMES, host, *allowed_hosts}
         self.hosts = {h.lower() for h in names} | {f"{h.lower()}:{port}" for h in names}
@@ -65,19 +81,19 @@ class HTTPGuard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        problem = self._check(headers)
+        problem = self._check(headers, scope.get("path", ""))
         if problem is not None:
             await _refuse(send, *problem)
             return
         await self.app(scope, self._bounded(receive, send), send)
 
-    def _check(self, headers: dict[str, str]) -> tuple[int, str] | None:
+    def _check(self, headers: dict[str, str], path: str) -> tuple[int, str] | None:
         if headers.get("host", "").lower() not in self.hosts:
             return 403, "Host not allowed"
         origin = headers.get("origin")
         if origin is not None and not self._origin_ok(origin.rstrip("/").lower()):
             return 403, "Origin not allowed"
-        if self.tokens:
+        if self.tokens and path not in self.open_paths:
             scheme, _, given = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not any(hmac.compare_digest(given.strip().encode(), t)
                                                      for t in self.tokens):

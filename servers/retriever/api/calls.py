@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import remote
 from .models import (
     AddRequest,
     BatchSearchRequest,
     BM25IndexRequest,
     BM25SearchRequest,
     DeleteRequest,
+    DeployClientRequest,
     EmbedRequest,
     FanoutSearchRequest,
     HybridBatchSearchRequest,
@@ -27,9 +29,12 @@ from .replies import Shape
 
 if TYPE_CHECKING:
     from ..engine import Retriever
+    from ..types import Hit
 
 Payload = dict[str, Any]
+Hits = list[list["Hit"]]
 SCORES = ("score_threshold", "scale_score", "filters")
+SEARCHED = (*SCORES, "collection_name")  # the options of a search of one collection
 FUSION = ("fusion", "vector_weight", "rrf_k", "candidate_depth")
 
 
@@ -73,25 +78,52 @@ def list_collections(engine: Retriever, r: ListCollectionsRequest) -> Payload:
     return engine.list_collections()
 
 
-def search(engine: Retriever, r: SearchRequest) -> Payload:
-    hits = engine.search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*SCORES))
-    return shape(engine, r).hits(hits)
+def search_hits(engine: Retriever, r: SearchRequest) -> Hits:
+    return engine.search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*SEARCHED))
+
+
+def hybrid_hits(engine: Retriever, r: HybridSearchRequest) -> Hits:
+    return engine.hybrid_search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*FUSION, *SEARCHED))
+
+
+def bm25_hits(engine: Retriever, r: BM25SearchRequest) -> Hits:
+    return engine.bm25_search(r.query_list, depth(engine, r), **r.options(*SEARCHED))
+
+
+# The searches with one list of hits per query of `query_list`, whatever the other queries of the
+# call: a deployed service may merge several callers' requests into one (service/batcher.py).
+HITS: dict[type[Request], Callable[[Retriever, Any], Hits]] = {
+    SearchRequest: search_hits, HybridSearchRequest: hybrid_hits, BM25SearchRequest: bm25_hits}
+
+
+def hits_reply(engine: Retriever, r: SearchRequest | BM25SearchRequest, hits: Hits) -> Payload:
+    """The reply of a one-list search from its hits."""
+    return shape(engine, r, fused=isinstance(r, HybridSearchRequest)).hits(hits)
+
+
+def search(engine: Retriever, r: SearchRequest | BM25SearchRequest) -> Payload:
+    return hits_reply(engine, r, HITS[type(r)](engine, r))
 
 
 def batch_search(engine: Retriever, r: BatchSearchRequest) -> Payload:
-    groups = engine.batch_search(r.batch_query_list, depth(engine, r), r.query_instruction, **r.options(*SCORES))
+    groups = engine.batch_search(r.batch_query_list, depth(engine, r), r.query_instruction, **r.options(*SEARCHED))
     return shape(engine, r).batch(groups)
-
-
-def hybrid_search(engine: Retriever, r: HybridSearchRequest) -> Payload:
-    hits = engine.hybrid_search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*FUSION, *SCORES))
-    return shape(engine, r, fused=True).hits(hits)
 
 
 def hybrid_batch_search(engine: Retriever, r: HybridBatchSearchRequest) -> Payload:
     groups = engine.hybrid_batch_search(r.batch_query_list, depth(engine, r), query_instruction=r.query_instruction,
-                                        **r.options(*FUSION, *SCORES))
+                                        **r.options(*FUSION, *SEARCHED))
     return shape(engine, r, fused=True).batch(groups)
+
+
+def deploy_search(engine: Retriever, r: DeployClientRequest) -> Payload:
+    """The same search, served by the deployed retriever at `retriever_url` (remote.py); the
+    reply budget is this server's, applied there."""
+    cfg = engine.base_config
+    payload = r.model_dump(exclude={"retriever_url"}, exclude_defaults=True) | {"query_list": r.query_list}
+    if r.max_bytes is None:
+        payload["max_bytes"] = shape(engine, r).max_bytes
+    return remote.deploy_search(cfg, remote.target(cfg, r.retriever_url), payload)
 
 
 def multi_query_search(engine: Retriever, r: MultiQuerySearchRequest) -> Payload:
@@ -107,16 +139,13 @@ def fanout_search(engine: Retriever, r: FanoutSearchRequest) -> Payload:
     return {**shape(engine, r, fused=True).hits(hits, collections=True), "errors": errors}
 
 
-def bm25_search(engine: Retriever, r: BM25SearchRequest) -> Payload:
-    return shape(engine, r).hits(engine.bm25_search(r.query_list, depth(engine, r), **r.options(*SCORES)))
-
-
 Call = Callable[["Retriever", Any], Payload]
 CALLS: dict[type[Request], Call] = {
     InitRequest: init, EmbedRequest: embed, IndexRequest: index, BM25IndexRequest: bm25_index, AddRequest: add,
     DeleteRequest: delete, ListCollectionsRequest: list_collections, SearchRequest: search,
-    BatchSearchRequest: batch_search, HybridSearchRequest: hybrid_search, HybridBatchSearchRequest: hybrid_batch_search,
-    MultiQuerySearchRequest: multi_query_search, FanoutSearchRequest: fanout_search, BM25SearchRequest: bm25_search,
+    BatchSearchRequest: batch_search, HybridSearchRequest: search, HybridBatchSearchRequest: hybrid_batch_search,
+    MultiQuerySearchRequest: multi_query_search, FanoutSearchRequest: fanout_search, BM25SearchRequest: search,
+    DeployClientRequest: deploy_search,
 }
 
 

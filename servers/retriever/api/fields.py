@@ -91,5 +91,11 @@ GpuIds = Annotated[str | int | None, Field(description="GPU ids, e.g. '0' or '0,
 IsMultimodal = Annotated[bool | None, Field(description="Accepted for UltraRAG; not active in this release.")]
 IsDemo = Annotated[bool | None, Field(
     description="Milvus demo mode: every document lives in Milvus (index_backend milvus). Default: the YAML's.")]
+Searched = Annotated[str | None, Field(
+    description="Search this collection ('' = the default one; retriever_list_collections lists them), opened "
+    "with the session's model. Default: the one retriever_init opened.")]
+RetrieverURL = Annotated[str | None, Field(
+    description="The deployed retriever (host:port or a URL; the path becomes /search). Default: retriever_url in "
+    "parameter.yaml; another one only where the operator allows it (security.client_endpoints).")]
 CollectionName = Annotated[str | None, Field(
     description="The collection to open: letters, digits and _ ('' = the default one). Default: the YAML's.")]

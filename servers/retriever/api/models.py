@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..errors import InvalidInputError
 from .fields import (
     RRFK,
     Backend,
@@ -38,10 +39,12 @@ from .fields import (
     Queries,
     QueryInstruction,
     QuestionList,
+    RetrieverURL,
     ReturnMetadata,
     ReturnText,
     ScaleScore,
     ScoreThreshold,
+    Searched,
     ThreadNum,
     TopK,
     VectorWeight,
@@ -127,6 +130,7 @@ class _Reply(Request):
 class BM25SearchRequest(_Scores, _Reply):
     query_list: Queries
     top_k: TopK = None
+    collection_name: Searched = None
 
 
 class SearchRequest(BM25SearchRequest):
@@ -137,6 +141,7 @@ class BatchSearchRequest(_Scores, _Reply):
     batch_query_list: BatchQueries
     top_k: TopK = None
     query_instruction: QueryInstruction = None
+    collection_name: Searched = None
 
 
 class _Fusion(Request):
@@ -172,6 +177,39 @@ class FanoutSearchRequest(_Modes):
     collections: Collections
 
 
+# ---- a deployed retriever (`retriever deploy`) ---------------------------------------------------
+
+
+class DeploySearchRequest(_Scores, _Reply, _Fusion):
+    """`POST /search` of `retriever deploy`: UltraRAG's deploy API (query_list, top_k,
+    query_instruction, collection_name) and our options, for one search of `mode`."""
+
+    query_list: Queries
+    top_k: TopK = None
+    query_instruction: QueryInstruction = None
+    collection_name: Searched = None
+    mode: Mode = "dense"
+
+    def as_search(self) -> BM25SearchRequest:
+        """The search tool's request this one is (SearchRequest, BM25SearchRequest or
+        HybridSearchRequest). UltraRAG's collection_name "" means the service's own collection."""
+        fusion = {k: v for k, v in self.options(*_Fusion.model_fields).items() if v is not None}
+        if fusion and self.mode != "hybrid":
+            raise InvalidInputError(f"{', '.join(fusion)} apply to mode 'hybrid', not {self.mode!r}")
+        data = self.model_dump(exclude={"mode", *_Fusion.model_fields})
+        data["collection_name"] = self.collection_name or None
+        if self.mode == "bm25":
+            data.pop("query_instruction")  # UltraRAG's clients always send one; BM25 has no use for it
+            return BM25SearchRequest(**data)
+        return (HybridSearchRequest(**data, **fusion) if self.mode == "hybrid" else SearchRequest(**data))
+
+
+class DeployClientRequest(DeploySearchRequest):
+    """retriever_deploy_search: the same request, sent to the service at `retriever_url`."""
+
+    retriever_url: RetrieverURL = None
+
+
 # ---- web ----------------------------------------------------------------------------------------
 
 
@@ -190,3 +228,13 @@ class WebBatchSearchRequest(Request):
     top_k: TopK = None
     websearch_backend: WebBackend = None
     retrieve_thread_num: ThreadNum = None
+
+
+def argument_problems(e: Exception) -> str:
+    """`top_k: Input should be greater than or equal to 1 (got 0)` per wrong argument."""
+    cause = e if isinstance(e, ValidationError) else e.__cause__
+    if not isinstance(cause, ValidationError):
+        return " ".join(str(e).split())
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                     + ("" if isinstance(err.get("input"), (dict, list)) else f" (got {err.get('input')!r})")
+                     for err in cause.errors())

@@ -16,6 +16,7 @@ from fastmcp.exceptions import ValidationError as ArgumentError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from pydantic import ValidationError
 
+from ..api.models import argument_problems
 from ..errors import CancelledWork, RetrieverError
 from ..guard import FROM_CLIENT
 from ..limits import CANCEL
@@ -78,13 +79,3 @@ class ToolErrors(Middleware):
         except Exception as e:
             log.exception("%s: unexpected error", name)
             raise ToolError(f"{name}: internal error ({type(e).__name__}); the server log has the details") from e
-
-
-def argument_problems(e: Exception) -> str:
-    """`top_k: Input should be greater than or equal to 1 (got 0)` per wrong argument."""
-    cause = e if isinstance(e, ValidationError) else e.__cause__
-    if not isinstance(cause, ValidationError):
-        return " ".join(str(e).split())
-    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
-                     + ("" if isinstance(err.get("input"), (dict, list)) else f" (got {err.get('input')!r})")
-                     for err in cause.errors())

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 BUILD = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+OPEN_WORLD = ToolAnnotations(  # reads from a service elsewhere (web search, a deployed retriever)
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
 DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
@@ -62,6 +64,10 @@ TOOLS = (
          "One search over several collections, each with `mode`, fused with RRF into one list per query. Adds "
          "ret_collections (each hit's collection), ret_sources (its rank and score in each collection) and errors "
          "({collection: message} for those that failed)."),
+    Tool("retriever_deploy_search", "Search a deployed retriever", m.DeployClientRequest, OPEN_WORLD,
+         "Search the retriever service at retriever_url (`retriever deploy`, or UltraRAG's deploy server): UltraRAG's "
+         "arguments plus mode (dense, bm25, hybrid), filters and the reply options. Returns ret_psg, ret_ids, "
+         "ret_scores. Needs no retriever_init."),
     Tool("bm25_index", "Build the BM25 index", m.BM25IndexRequest, BUILD,
          "Build the BM25 index over the corpus and save it; searchable at once.", writes=True),
     Tool("bm25_search", "BM25 search", m.BM25SearchRequest, READ,

@@ -10,17 +10,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastmcp import FastMCP
-from mcp.types import ToolAnnotations
 
 from ..api.models import ProviderSearchRequest, Request, WebBatchSearchRequest, WebSearchRequest
 from ..results import as_groups, as_queries, pick, regroup
 from ..websearch import PROVIDERS, QueryResult, check_provider, web_search
-from .table import tool_function
+from .table import OPEN_WORLD, tool_function
 
 if TYPE_CHECKING:
     from ..engine import Retriever
 
-WEB = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
 
 
 def format_web(results: Sequence[QueryResult]) -> dict[str, Any]:
@@ -44,7 +42,7 @@ def build_web_server(engine: Retriever) -> FastMCP:
         return await web_search(cfg, name, queries, pick(top_k, cfg.top_k), pick(threads, cfg.retrieve_thread_num))
 
     def add(name: str, title: str, model: type[Request], doc: str, serve: Any) -> None:
-        mcp.tool(tool_function(name, model, doc, serve), output_schema=None, annotations=WEB, title=title)
+        mcp.tool(tool_function(name, model, doc, serve), output_schema=None, annotations=OPEN_WORLD, title=title)
 
     for provider in PROVIDERS:
         async def one(r: ProviderSearchRequest, provider: str = provider) -> dict[str, Any]:

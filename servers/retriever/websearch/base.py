@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import RetrieverError
 from ..redaction import detail
+from ..retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -60,19 +60,6 @@ class WebSearcher(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_retries: int = 3
-    base_delay: float = 1.0
-    max_delay: float = 30.0
-
-    def delay(self, retry: int, rng: Callable[[], float] = random.random) -> float:
-        """Seconds to wait before retry number `retry` (0-based): base * 2^retry, capped, plus up
-        to half of that again as jitter, so parallel queries do not retry in step."""
-        d = min(self.max_delay, self.base_delay * 2**retry)
-        return d * (1 + 0.5 * rng())
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -1,0 +1,211 @@
+"""`retriever deploy`: one process, the index loaded once, many clients over HTTP.
+
+Routes (JSON in and out; every one but the health checks needs the bearer token when tokens are set):
+- `POST /search`: UltraRAG's deploy API (`query_list`, `top_k`, `query_instruction`,
+  `collection_name` -> `ret_psg`) plus ours: `mode` (dense, bm25, hybrid), filters, scores, ids,
+  metadata, paging (api/models.py DeploySearchRequest). Replies are whole unless `max_bytes` asks.
+- `POST /tools/<tool>`: each read-only tool of the MCP server, with the same arguments and reply.
+- `GET /healthz` (the process answers), `/readyz` (the indexes are loaded), `/metrics`
+  (Prometheus), `/openapi.json`.
+- the MCP streamable HTTP endpoint at `/mcp`, when mounted.
+
+Searches go through the micro-batcher (batcher.py): a full queue answers 503 with Retry-After, a
+request that waits longer than `deploy.request_timeout` 504, and the work of a caller that went
+away is dropped before it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request as HTTPRequest
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from ..api.models import DeploySearchRequest, Request, argument_problems
+from ..errors import (
+    ForbiddenError,
+    IndexMissingError,
+    LimitError,
+    NotInitializedError,
+    RemoteError,
+    RetrieverError,
+)
+from ..http_guard import front_door
+from ..mcp.table import TOOLS
+from .batcher import Batcher, Job, QueueFull
+from .metrics import Metrics
+from .openapi import openapi
+
+if TYPE_CHECKING:
+    from ..engine import Retriever
+
+log = logging.getLogger("retriever.service")
+OPEN_PATHS = ("/healthz", "/readyz")
+READ_TOOLS: dict[str, type[Request]] = {t.name: t.request for t in TOOLS if not t.writes and t.name != "retriever_init"}
+STATUS: tuple[tuple[type[RetrieverError], int], ...] = (
+    (ForbiddenError, 403), (IndexMissingError, 404), (LimitError, 413), (NotInitializedError, 503),
+    (RemoteError, 502))
+
+
+class Service:
+    """The state of one deployed service: its engine, the batcher, readiness and metrics."""
+
+    def __init__(self, engine: Retriever) -> None:
+        self.engine = engine
+        self.settings = engine.base_config.deploy
+        self.metrics = Metrics(lambda: self.batcher.depth() if self.batcher else 0)
+        self.batcher: Batcher | None = None
+        self.problem: str | None = "loading the corpus, the model and the indexes"
+
+    async def start(self) -> None:
+        """Load the engine (off the event loop), then warm the model with one query."""
+        try:
+            status = await asyncio.to_thread(self.engine.init)
+            if not (status.get("dense_index") or status.get("bm25_index")):
+                self.problem = "no index is loaded; build them first with `retriever index`"
+                log.error("not ready: %s", self.problem)
+                return
+            if self.engine.dense is not None:
+                await asyncio.to_thread(self.engine.search, ["warm-up"], 1)
+            self.problem = None
+            log.info("ready: %s", json.dumps(status))
+        except Exception as e:  # visible in /readyz and the log; the process stays up for /healthz
+            self.problem = f"retriever_init failed: {e}"
+            log.exception("not ready")
+
+    async def search(self, request: Request, http: HTTPRequest) -> Response:
+        """Queue `request`, wait for its reply, drop it if the caller goes away or time runs out."""
+        if self.problem is not None or self.batcher is None:
+            return _error(503, f"not ready: {self.problem}", retry_after=1)
+        try:
+            job = self.batcher.submit(request)
+        except QueueFull:
+            return _error(503, f"busy: {self.batcher.max_queue} requests are waiting (deploy.max_queue)",
+                          retry_after=1)
+        gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(http))
+        waiting: set[asyncio.Future[Any]] = {job.future, gone}
+        try:
+            done, _ = await asyncio.wait(waiting, timeout=self.settings.request_timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if job.future in done:
+            return JSONResponse(job.future.result())  # raises the job's error, answered by _answer
+        return self._given_up(job, "disconnected" if gone in done else "timeout")
+
+    def _given_up(self, job: Job, reason: str) -> Response:
+        assert self.batcher is not None
+        self.batcher.drop(job, reason)
+        if reason == "disconnected":
+            return Response(status_code=499)  # nobody reads it; counted in the metrics
+        return _error(504, f"no reply within {self.settings.request_timeout} s (deploy.request_timeout)")
+
+
+async def _disconnected(http: HTTPRequest) -> None:
+    """Returns when the client closes the connection (the body has been read already)."""
+    while (await http.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _error(status: int, message: str, retry_after: int | None = None) -> JSONResponse:
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _status_of(e: RetrieverError) -> int:
+    return next((code for kind, code in STATUS if isinstance(e, kind)), 400)
+
+
+Handler = Callable[[HTTPRequest], Awaitable[Response]]
+
+
+def _answer(service: Service, route: str, handler: Handler) -> Handler:
+    """`handler` with its errors turned into replies, and its count and latency in the metrics."""
+
+    async def endpoint(http: HTTPRequest) -> Response:
+        start = time.perf_counter()
+        try:
+            response = await handler(http)
+        except ValidationError as e:
+            response = _error(422, f"invalid arguments: {argument_problems(e)}")
+        except RetrieverError as e:
+            response = _error(_status_of(e), str(e))
+        except Exception as e:
+            log.exception("%s: unexpected error", route)
+            response = _error(500, f"internal error ({type(e).__name__}); the server log has the details")
+        service.metrics.observe(route, response.status_code, time.perf_counter() - start)
+        return response
+
+    return endpoint
+
+
+async def _body(http: HTTPRequest) -> Any:
+    try:
+        return json.loads(await http.body())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RetrieverError(f"the request body is not JSON: {e}") from None
+
+
+def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> Starlette:
+    """The service's ASGI app; `mcp_app` (FastMCP's http_app) is mounted at /mcp if given."""
+    service = Service(engine)
+
+    async def search(http: HTTPRequest) -> Response:
+        request = DeploySearchRequest.model_validate(await _body(http))
+        return await service.search(request.as_search(), http)
+
+    async def tool(http: HTTPRequest) -> Response:
+        name = http.path_params["name"]
+        if name not in READ_TOOLS:
+            return _error(404, f"no tool {name!r} here; the read-only tools are: {', '.join(READ_TOOLS)}")
+        return await service.search(READ_TOOLS[name].model_validate(await _body(http)), http)
+
+    async def healthz(http: HTTPRequest) -> Response:
+        return JSONResponse({"status": "alive"})
+
+    async def readyz(http: HTTPRequest) -> Response:
+        if service.problem is not None:
+            return _error(503, f"not ready: {service.problem}", retry_after=1)
+        return JSONResponse(engine.status())
+
+    async def metrics(http: HTTPRequest) -> Response:
+        return PlainTextResponse(service.metrics.text(), media_type="text/plain; version=0.0.4")
+
+    async def spec(http: HTTPRequest) -> Response:
+        return JSONResponse(openapi(list(READ_TOOLS.items())))
+
+    routes: list[BaseRoute] = [Route("/search", _answer(service, "/search", search), methods=["POST"]),
+              Route("/tools/{name}", _answer(service, "/tools", tool), methods=["POST"]),
+              Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),
+              Route("/openapi.json", spec)]
+    if mcp_app is not None:
+        routes.append(Mount("/", app=mcp_app))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        service.batcher = Batcher(engine, service.settings, service.metrics)
+        worker = asyncio.create_task(service.batcher.run())
+        loading = asyncio.create_task(service.start())
+        async with contextlib.AsyncExitStack() as stack:
+            if mcp_app is not None:
+                await stack.enter_async_context(mcp_app.lifespan(mcp_app))
+            try:
+                yield
+            finally:
+                for task in (loading, worker):
+                    task.cancel()
+                service.batcher.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    middleware=[front_door(engine.base_config, host, port, OPEN_PATHS)])
+    app.state.service = service
+    return app

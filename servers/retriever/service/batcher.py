@@ -1,0 +1,153 @@
+"""Micro-batching: requests that arrive while the compute thread is busy wait in a bounded queue
+and are served together.
+
+Requests that differ only in their queries and in how the reply is shaped (text, metadata, the
+reply budget) share a key; the worker takes the first waiting request and every later one with
+its key, up to `max_batch` queries, searches their queries in one call (one encode, one index
+search) and gives each caller the hits of its own queries. A batch's first request waits up to
+`max_wait_ms` for company when the queue holds less than a full batch. Requests of other kinds
+(batch tools, fan-out, ...) run alone, in arrival order with the rest.
+
+A full queue refuses at once (the service answers 503 with Retry-After); a request whose caller
+went away or timed out is taken off the queue before it runs (`drop`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..api.calls import HITS, call, hits_reply
+from ..api.models import BM25SearchRequest, Request
+from ..config import DeployConfig
+from ..guard import FROM_CLIENT
+from ..results import as_queries, regroup
+from .metrics import Metrics
+
+if TYPE_CHECKING:
+    from ..engine import Retriever
+
+log = logging.getLogger(__name__)
+Payload = dict[str, Any]
+SHAPE_ONLY = {"query_list", "return_text", "return_metadata", "max_bytes", "max_chars"}  # no effect on the hits
+
+
+class QueueFull(Exception):
+    """The queue holds `max_queue` requests: come back later."""
+
+
+@dataclass(eq=False)
+class Job:
+    request: Request
+    key: str | None  # requests with one key are merged; None: runs alone
+    queries: list[str]
+    future: asyncio.Future[Payload] = field(repr=False)
+
+
+def merge_key(request: Request) -> str | None:
+    """What must be equal for two requests to be searched as one."""
+    if type(request) not in HITS:
+        return None
+    rest = request.model_dump(exclude=SHAPE_ONLY)
+    return f"{type(request).__name__}:{json.dumps(rest, sort_keys=True, default=str)}"
+
+
+class Batcher:
+    def __init__(self, engine: Retriever, settings: DeployConfig, metrics: Metrics) -> None:
+        self.engine = engine
+        self.max_batch = min(settings.max_batch, engine.base_config.limits.max_queries)
+        self.max_wait = settings.max_wait_ms / 1000
+        self.max_queue = settings.max_queue
+        self.metrics = metrics
+        self._jobs: deque[Job] = deque()
+        self._wake = asyncio.Event()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-service")
+
+    def depth(self) -> int:
+        return len(self._jobs)
+
+    def submit(self, request: Request) -> Job:
+        """Queue `request`; its job's future gets the reply (or the error). Raises QueueFull, or
+        the request's own error for queries that are not a list of strings."""
+        if len(self._jobs) >= self.max_queue:
+            self.metrics.rejected.inc()
+            raise QueueFull
+        key = merge_key(request)
+        queries = as_queries(request.query_list) if isinstance(request, BM25SearchRequest) else []
+        job = Job(request, key, queries, asyncio.get_running_loop().create_future())
+        self._jobs.append(job)
+        self._wake.set()
+        return job
+
+    def drop(self, job: Job, reason: str) -> bool:
+        """Take `job` off the queue if it has not started; True if it was dropped."""
+        job.future.cancel()
+        try:
+            self._jobs.remove(job)
+        except ValueError:
+            return False  # running or done: its result is discarded
+        self.metrics.dropped.inc(reason=reason)
+        log.info("a queued request was dropped before it ran (%s)", reason)
+        return True
+
+    async def run(self) -> None:
+        """The worker: one batch at a time, for as long as the service runs."""
+        loop = asyncio.get_running_loop()
+        ctx = contextvars.copy_context()
+        ctx.run(FROM_CLIENT.set, True)  # the service's callers are clients: guard.py's checks apply
+        while True:
+            await self._wake.wait()
+            if self.max_wait and sum(len(j.queries) for j in self._jobs) < self.max_batch:
+                await asyncio.sleep(self.max_wait)
+            jobs = self._take()
+            if not self._jobs:
+                self._wake.clear()
+            if not jobs:
+                continue
+            self.metrics.batch_requests.observe(len(jobs))
+            self.metrics.batch_queries.observe(max(1, sum(len(j.queries) for j in jobs)))
+            try:
+                results = await loop.run_in_executor(self._executor, ctx.run, self._serve, jobs)
+            except Exception as e:  # the batch failed as a whole: every caller gets the error
+                results = [e] * len(jobs)
+            for job, result in zip(jobs, results):
+                if job.future.done():
+                    continue
+                if isinstance(result, Exception):
+                    job.future.set_exception(result)
+                else:
+                    job.future.set_result(result)
+
+    def _take(self) -> list[Job]:
+        """The first waiting job and every later one with its key, within `max_batch` queries."""
+        if not self._jobs:
+            return []
+        first = self._jobs.popleft()
+        jobs, size = [first], len(first.queries)
+        if first.key is None:
+            return jobs
+        for job in list(self._jobs):
+            if job.key == first.key and size + len(job.queries) <= self.max_batch:
+                self._jobs.remove(job)
+                jobs.append(job)
+                size += len(job.queries)
+        return jobs
+
+    def _serve(self, jobs: list[Job]) -> list[Payload | Exception]:
+        """On the service thread: one engine call for all `jobs`, each reply shaped for its caller."""
+        first = jobs[0].request
+        if len(jobs) == 1:
+            return [call(self.engine, first)]
+        merged = first.model_copy(update={"query_list": [q for j in jobs for q in j.queries]})
+        hits = HITS[type(first)](self.engine, merged)
+        return [hits_reply(self.engine, j.request, part)  # type: ignore[arg-type]
+                for j, part in zip(jobs, regroup(hits, [len(j.queries) for j in jobs]))]
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

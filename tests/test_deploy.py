@@ -1,0 +1,317 @@
+"""`retriever deploy`: real service processes on 127.0.0.1 over the built sample project, driven
+with httpx (UltraRAG's request shape and ours) and through retriever_deploy_search."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from conftest import BIN, MCP, engine_for
+from embedding_servers import free_port
+from fastmcp import Client
+from fastmcp.client.transports import StreamableHttpTransport
+
+TOKEN = "deploy-secret-7f3a9c"
+QUERIES = [
+    "what is BM25?", "how do vaccines work", "dense retrieval with embeddings", "photosynthesis in plants",
+    "the history of the printing press", "how do transformers attend", "black holes and gravity",
+    "climate change and oceans", "the immune system", "inverse document frequency", "neural networks",
+    "plate tectonics", "the French revolution", "protein folding", "solar panels", "antibiotic resistance",
+]
+
+
+class Deploy:
+    """A `retriever deploy` process; stopped (and its log checked for the token) at the end."""
+
+    def __init__(self, config: Path, log_dir: Path, *sets: str, mcp: bool = False) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_dir / f"deploy-{self.port}.log"
+        env = {**os.environ, "RETRIEVER_HTTP_TOKENS": TOKEN}
+        args = [str(BIN / "retriever"), "deploy", "--config", str(config), "--port", str(self.port)]
+        args += [a for s in sets for a in ("--set", s)] + (["--mcp"] if mcp else [])
+        self.proc = subprocess.Popen(args, stderr=self.log_path.open("w"), env=env)
+        self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log_path.read_text()[-3000:]
+            try:
+                if self.client.get("/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError("the service never got ready: " + self.log_path.read_text()[-3000:])
+
+    def search(self, **body: Any) -> dict[str, Any]:
+        r = self.client.post("/search", json=body)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def metric(self, line_start: str) -> float:
+        text = self.client.get("/metrics").text
+        values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(line_start)]
+        return sum(values)
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait(30)
+        assert TOKEN not in self.log_path.read_text()
+
+
+@pytest.fixture(scope="module")
+def service(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deploy]:
+    d = Deploy(built_project, tmp_path_factory.mktemp("deploy"), mcp=True)
+    yield d
+    d.stop()
+
+
+def test_ultrarag_request_shape_gets_ret_psg(service: Deploy) -> None:
+    # exactly what UltraRAG's retriever_deploy_search posts
+    r = service.client.post("/search", json={"query_list": ["what is BM25?"], "top_k": 3, "query_instruction": ""})
+    assert r.status_code == 200
+    body = r.json()
+    assert len(body["ret_psg"]) == 1 and len(body["ret_psg"][0]) == 3
+    assert "BM25" in body["ret_psg"][0][0]
+    assert len(body["ret_ids"][0]) == len(body["ret_scores"][0]) == 3
+    # UltraRAG's deploy script also takes collection_name ("" = the service's collection)
+    same = service.search(query_list=["what is BM25?"], top_k=3, query_instruction="", collection_name="")
+    assert same["ret_ids"] == body["ret_ids"]
+
+
+def test_search_modes_filters_and_metadata(service: Deploy, built_project: Path) -> None:
+    engine = engine_for(built_project)
+    engine.init()
+    for mode, method in (("dense", engine.search), ("bm25", engine.bm25_search), ("hybrid", engine.hybrid_search)):
+        got = service.search(query_list=QUERIES[:3], top_k=4, mode=mode)
+        assert got["ret_ids"] == [[h.id for h in hits] for hits in method(QUERIES[:3], 4)], mode
+    flt = {"field": "id", "operator": "in", "value": ["doc15", "doc16", "doc17"]}
+    got = service.search(query_list=["what is BM25?"], top_k=5, mode="hybrid", filters=flt, return_metadata=True)
+    assert set(got["ret_ids"][0]) <= {"doc15", "doc16", "doc17"} and "ret_meta" in got and "ret_sources" in got
+    batch = service.client.post("/tools/retriever_batch_search", json={"batch_query_list": [QUERIES[:2], QUERIES[2:3]],
+                                                                       "top_k": 2})
+    assert batch.status_code == 200 and [len(g) for g in batch.json()["ret_ids_ls"]] == [2, 1]
+
+
+@pytest.mark.parametrize(("body", "status", "says"), [
+    pytest.param({"query_list": ["x"], "top_k": 0}, 422, "top_k", id="top_k-0"),
+    pytest.param({"query_list": ["x"], "mode": "sparse"}, 422, "mode", id="unknown-mode"),
+    pytest.param({"query_list": ["x"], "unknown": 1}, 422, "unknown", id="unknown-key"),
+    pytest.param({"query_list": ["x"], "mode": "dense", "fusion": "rrf"}, 400, "hybrid", id="fusion-not-hybrid"),
+    pytest.param({"query_list": ["x"], "collection_name": "nope"}, 404, "nope", id="no-such-collection"),
+    pytest.param({"query_list": []}, 400, "query_list", id="no-queries"),
+])
+def test_bad_requests_are_named(service: Deploy, body: dict[str, Any], status: int, says: str) -> None:
+    r = service.client.post("/search", json=body)
+    assert r.status_code == status, r.text
+    assert says in r.json()["error"]
+
+
+def test_not_json_and_write_tools_refused(service: Deploy) -> None:
+    assert service.client.post("/search", content=b"{nope").status_code == 400
+    r = service.client.post("/tools/retriever_add", json={"documents": [{"id": "x", "contents": "y"}]})
+    assert r.status_code == 404 and "read-only" in r.json()["error"]
+
+
+def test_tokens(service: Deploy) -> None:
+    search = {"query_list": ["what is BM25?"], "top_k": 1}
+    assert httpx.post(f"{service.url}/search", json=search).status_code == 401
+    wrong = httpx.post(f"{service.url}/search", json=search, headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401 and TOKEN not in wrong.text
+    assert service.client.post("/search", json=search).status_code == 200
+    assert httpx.get(f"{service.url}/metrics").status_code == 401
+    # health checks answer without a token, and say nothing about the collection
+    assert httpx.get(f"{service.url}/healthz").json() == {"status": "alive"}
+    assert httpx.get(f"{service.url}/readyz").json()["status"] == "ready"
+
+
+def test_health_metrics_and_openapi(service: Deploy) -> None:
+    service.search(query_list=["what is BM25?"], top_k=1)
+    text = service.client.get("/metrics").text
+    for name in ("retriever_requests_total", "retriever_errors_total", "retriever_request_seconds_bucket",
+                 "retriever_queue_depth", "retriever_batch_queries_bucket"):
+        assert f"\n{name}" in text, name
+    assert '# TYPE retriever_request_seconds histogram' in text
+    spec = service.client.get("/openapi.json").json()
+    assert spec["openapi"].startswith("3.")
+    assert "query_list" in spec["paths"]["/search"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+        "properties"]
+    assert "/tools/bm25_search" in spec["paths"] and "/tools/retriever_add" not in spec["paths"]
+
+
+def test_concurrent_clients_each_get_their_own_results(service: Deploy) -> None:
+    """32 clients at once, single queries of three modes: every caller gets exactly what it gets
+    alone (ids and order), and the service merged requests into fewer batches."""
+    jobs = [(QUERIES[i % len(QUERIES)], ("dense", "bm25", "hybrid")[i % 3]) for i in range(32)]
+    alone = {job: service.search(query_list=[job[0]], top_k=5, mode=job[1]) for job in set(jobs)}
+    batches_before = service.metric("retriever_batch_requests_count")
+    start = threading.Barrier(32)
+
+    def one(job: tuple[str, str]) -> dict[str, Any]:
+        with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120) as c:
+            start.wait()
+            r = c.post("/search", json={"query_list": [job[0]], "top_k": 5, "mode": job[1]})
+            assert r.status_code == 200, r.text
+            return r.json()
+
+    with ThreadPoolExecutor(32) as pool:
+        together = list(pool.map(one, jobs))
+    for job, got in zip(jobs, together):
+        assert got["ret_ids"] == alone[job]["ret_ids"], job
+        assert got["ret_scores"][0] == pytest.approx(alone[job]["ret_scores"][0], abs=1e-5), job
+    assert service.metric("retriever_batch_requests_count") - batches_before < len(jobs)
+
+
+def test_mcp_mounted_in_the_same_process(service: Deploy) -> None:
+    async def run() -> Any:
+        transport = StreamableHttpTransport(f"{service.url}/mcp", headers={"Authorization": f"Bearer {TOKEN}"})
+        async with Client(transport) as client:
+            names = {t.name for t in await client.list_tools()}
+            result = await client.call_tool("bm25_search", {"query_list": ["what is BM25?"], "top_k": 1})
+            return names, json.loads(result.content[0].text)
+
+    import asyncio
+
+    names, body = asyncio.run(run())
+    assert "retriever_search" in names and "retriever_add" not in names
+    assert body["ret_ids"][0][0] == "doc15"
+
+
+# ---- queue bounds and callers that go away: a service whose batches wait a whole second ----------
+
+
+@pytest.fixture(scope="module")
+def slow_service(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deploy]:
+    d = Deploy(built_project, tmp_path_factory.mktemp("slow"), "deploy.max_wait_ms=1000", "deploy.max_queue=2")
+    yield d
+    d.stop()
+
+
+def test_full_queue_answers_503_with_retry_after(slow_service: Deploy) -> None:
+    with ThreadPoolExecutor(5) as pool:
+        replies = list(pool.map(lambda q: slow_service.client.post("/search", json={"query_list": [q], "top_k": 1}),
+                                QUERIES[:5]))
+    codes = sorted(r.status_code for r in replies)
+    assert 200 in codes and 503 in codes, codes
+    busy = next(r for r in replies if r.status_code == 503)
+    assert busy.headers["retry-after"] == "1" and "max_queue" in busy.json()["error"]
+    assert slow_service.metric("retriever_rejected_total") >= 1
+
+
+def test_a_disconnected_client_s_work_is_dropped(slow_service: Deploy) -> None:
+    before = slow_service.metric('retriever_dropped_total{reason="disconnected"}')
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up while its request waits for the batch
+        slow_service.client.post("/search", json={"query_list": ["what is BM25?"], "top_k": 1}, timeout=0.3)
+    deadline = time.monotonic() + 10
+    while slow_service.metric('retriever_dropped_total{reason="disconnected"}') == before:
+        assert time.monotonic() < deadline, "the queued request was not dropped"
+        time.sleep(0.1)
+    assert slow_service.metric("retriever_queue_depth") == 0
+
+
+# ---- retriever_deploy_search: the client tool ----------------------------------------------------
+
+
+def client_engine(tmp_path: Path, url: str, **remote: Any) -> MCP:
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "parameter.yaml").read_text())
+    cfg.update(retriever_url=url, remote={"token_env": "TEST_REMOTE_TOKEN", **remote})
+    path = tmp_path / "client.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return MCP(engine_for(path))
+
+
+def test_deploy_search_tool(service: Deploy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                            caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("TEST_REMOTE_TOKEN", TOKEN)
+    mcp = client_engine(tmp_path, f"127.0.0.1:{service.port}")  # no scheme: http:// as UltraRAG does
+    got = mcp.ok("retriever_deploy_search", {"query_list": ["what is BM25?"], "top_k": 3, "query_instruction": ""})
+    direct = service.search(query_list=["what is BM25?"], top_k=3, query_instruction="")
+    assert got["ret_psg"] == direct["ret_psg"] and got["ret_ids"] == direct["ret_ids"]
+    hybrid = mcp.ok("retriever_deploy_search", {"query_list": ["what is BM25?"], "mode": "hybrid", "top_k": 2,
+                                                "return_text": False})
+    assert "ret_psg" not in hybrid and "ret_sources" in hybrid
+    # the URL is the operator's: a call may name the YAML's own, not another
+    assert mcp.ok("retriever_deploy_search", {"query_list": ["x"], "retriever_url": f"127.0.0.1:{service.port}"})
+    err = mcp.error("retriever_deploy_search", {"query_list": ["x"], "retriever_url": "127.0.0.1:1"})
+    assert "client_endpoints" in err
+    assert TOKEN not in caplog.text
+
+
+def test_deploy_search_without_token_names_url_and_status(service: Deploy, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TEST_REMOTE_TOKEN", raising=False)
+    err = client_engine(tmp_path, service.url).error("retriever_deploy_search", {"query_list": ["x"]})
+    assert f"{service.url}/search" in err and "401" in err
+
+
+class Flaky:
+    """A server on 127.0.0.1 that answers `codes` in turn (Retry-After: 0), then a correct reply."""
+
+    def __init__(self, codes: list[int]) -> None:
+        self.codes, self.seen = list(codes), []
+        flaky = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                flaky.seen.append((self.path, body, self.headers.get("Authorization")))
+                code = flaky.codes.pop(0) if flaky.codes else 200
+                reply = {"ret_psg": [["p"] for _ in body["query_list"]]} if code == 200 else {"error": "boom"}
+                data = json.dumps(reply).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Retry-After", "0")
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/any/path?x=1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize(("codes", "ok"), [
+    pytest.param([503, 502, 429], True, id="fails-thrice-then-answers"),
+    pytest.param([500, 500, 500, 500], False, id="still-failing-after-3-retries"),
+    pytest.param([400], False, id="400-not-retried"),
+])
+def test_deploy_search_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codes: list[int], ok: bool) -> None:
+    monkeypatch.setenv("TEST_REMOTE_TOKEN", TOKEN)
+    flaky = Flaky(codes)
+    try:
+        mcp = client_engine(tmp_path, flaky.url, max_retries=3)
+        if ok:
+            assert mcp.ok("retriever_deploy_search", {"query_list": ["a", "b"]})["ret_psg"] == [["p"], ["p"]]
+        else:
+            err = mcp.error("retriever_deploy_search", {"query_list": ["a"]})
+            assert f"answered {codes[-1]}" in err and "/search" in err and TOKEN not in err
+        expected_calls = len(codes) + 1 if ok else min(len(codes), 4)
+        assert len(flaky.seen) == expected_calls
+        path, body, auth = flaky.seen[0]
+        assert path == "/search" and body["query_list"] in (["a", "b"], ["a"]) and auth == f"Bearer {TOKEN}"
+    finally:
+        flaky.server.shutdown()
+
+
+def test_deploy_search_connection_refused(tmp_path: Path) -> None:
+    err = client_engine(tmp_path, f"127.0.0.1:{free_port()}", max_retries=1).error(
+        "retriever_deploy_search", {"query_list": ["a"]})
+    assert "cannot reach it" in err and "after 1 retries" in err
