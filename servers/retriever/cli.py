@@ -69,8 +69,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     """The shared HTTP service (service/): loads the indexes at start, batches searches."""
     import uvicorn
 
+    from .memory import reuse_batch_memory
     from .service import build_app
 
+    reuse_batch_memory()
     engine = _retriever(args)
     engine.shared = True  # one session serves every client
     mcp_app = None

@@ -239,7 +239,7 @@ class DeployConfig(_Model):
     being searched wait and are searched together in the next one."""
 
     max_batch: int = Field(64, ge=1)  # queries searched together (a larger request runs alone)
-    max_wait_ms: float = Field(2.0, ge=0, le=1000)  # how long a batch's first request waits for company
+    max_wait_ms: float = Field(5.0, ge=0, le=1000)  # under load: how long a batch waits for the last batch's size
     max_queue: int = Field(256, ge=1)  # requests waiting; past it: 503 with Retry-After
     request_timeout: float = Field(60.0, gt=0)  # seconds a request may wait and run; then 504, its work dropped
 

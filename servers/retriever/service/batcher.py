@@ -4,8 +4,10 @@ and are served together.
 Requests that differ only in their queries and in how the reply is shaped (text, metadata, the
 reply budget) share a key; the worker takes the first waiting request and every later one with
 its key, up to `max_batch` queries, searches their queries in one call (one encode, one index
-search) and gives each caller the hits of its own queries. A batch's first request waits up to
-`max_wait_ms` for company when the queue holds less than a full batch. Requests of other kinds
+search) and gives each caller the hits of its own queries. Under concurrent load a batch waits
+up to `max_wait_ms` until as many requests are queued as the last batch served (or a full
+batch): callers whose replies went out together come back a few ms apart, and one that misses
+the batch waits a whole batch more. A lone caller is served at once. Requests of other kinds
 (batch tools, fan-out, ...) run alone, in arrival order with the rest.
 
 A full queue refuses at once (the service answers 503 with Retry-After); a request whose caller
@@ -18,6 +20,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -66,7 +69,8 @@ class Batcher:
         self.max_queue = settings.max_queue
         self.metrics = metrics
         self._jobs: deque[Job] = deque()
-        self._wake = asyncio.Event()
+        self._wake = asyncio.Event()  # set while jobs wait
+        self._arrived = asyncio.Event()  # set by each new job
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-service")
 
     def depth(self) -> int:
@@ -83,6 +87,7 @@ class Batcher:
         job = Job(request, key, queries, asyncio.get_running_loop().create_future())
         self._jobs.append(job)
         self._wake.set()
+        self._arrived.set()
         return job
 
     def drop(self, job: Job, reason: str) -> bool:
@@ -101,21 +106,24 @@ class Batcher:
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         ctx.run(FROM_CLIENT.set, True)  # the service's callers are clients: guard.py's checks apply
+        last = 1  # requests in the last batch
         while True:
             await self._wake.wait()
-            if self.max_wait and sum(len(j.queries) for j in self._jobs) < self.max_batch:
-                await asyncio.sleep(self.max_wait)
+            await self._gather(last)
             jobs = self._take()
             if not self._jobs:
                 self._wake.clear()
             if not jobs:
                 continue
+            last = len(jobs)
             self.metrics.batch_requests.observe(len(jobs))
             self.metrics.batch_queries.observe(max(1, sum(len(j.queries) for j in jobs)))
+            start = time.perf_counter()
             try:
                 results = await loop.run_in_executor(self._executor, ctx.run, self._serve, jobs)
             except Exception as e:  # the batch failed as a whole: every caller gets the error
                 results = [e] * len(jobs)
+            self.metrics.batch_seconds.observe(time.perf_counter() - start)
             for job, result in zip(jobs, results):
                 if job.future.done():
                     continue
@@ -123,6 +131,21 @@ class Batcher:
                     job.future.set_exception(result)
                 else:
                     job.future.set_result(result)
+
+    async def _gather(self, last: int) -> None:
+        """Under concurrent load (the last batch served `last` > 1 requests), wait up to
+        `max_wait` until as many requests are queued again, or a full batch: callers whose last
+        replies went out together come back together. A lone caller is served at once."""
+        deadline = asyncio.get_running_loop().time() + self.max_wait
+        while last > 1 and len(self._jobs) < last and sum(len(j.queries) for j in self._jobs) < self.max_batch:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+            except TimeoutError:
+                return
 
     def _take(self) -> list[Job]:
         """The first waiting job and every later one with its key, within `max_batch` queries."""

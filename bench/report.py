@@ -1,0 +1,37 @@
+"""What the benchmarks share: SciFact's test queries, and writing one's section of RESULTS.md
+(between its begin and end markers, replaced on each run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCIFACT = ROOT / "data" / "scifact"
+RESULTS = ROOT / "bench" / "RESULTS.md"
+
+
+def scifact_queries(n: int) -> list[str]:
+    """The first `n` SciFact test queries (those with qrels), in qrels order."""
+    qids = [line.split("\t")[0] for line in (SCIFACT / "qrels" / "test.tsv").read_text().splitlines()[1:]]
+    texts = {}
+    for line in (SCIFACT / "queries.jsonl").read_text().splitlines():
+        q = json.loads(line)
+        texts[q["_id"]] = q["text"]
+    return [texts[q] for q in dict.fromkeys(qids)][:n]
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+
+
+def write_section(name: str, body: str, out: Path = RESULTS) -> None:
+    """`body` as section `name` of `out`: in place of the last run's, or appended."""
+    begin, end = markers(name)
+    section = f"{begin}\n{body.strip()}\n{end}"
+    old = out.read_text() if out.exists() else ""
+    if begin in old and end in old:
+        new = old[: old.index(begin)] + section + old[old.index(end) + len(end):]
+    else:
+        new = old.rstrip() + "\n\n" + section + "\n"
+    out.write_text(new)
