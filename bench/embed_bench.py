@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from report import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "servers"), str(ROOT / "tests")]
-BEGIN, END = "<!-- embed_bench: begin -->", "<!-- embed_bench: end -->"
 
 
 def passages(n: int) -> list[str]:
@@ -126,7 +126,6 @@ def measure_server(texts: list[str], runs: int, tmp: Path) -> list[tuple[str, fl
 def section(n: int, runs: int, rows: list[tuple[str, float, float | None, str]]) -> str:
     base = rows[0][1]
     lines = [
-        BEGIN,
         "## Embedding speed (`bench/embed_bench.py`)",
         "",
         f"Measured {time.strftime('%Y-%m-%d')} in one run, {n} SciFact passages (the first {n} of the corpus), "
@@ -139,7 +138,6 @@ def section(n: int, runs: int, rows: list[tuple[str, float, float | None, str]])
     for name, r, cos, note in rows:
         c = "-" if cos is None else f"{cos:.5f}"
         lines.append(f"| {name} | {r:.1f} | {r / base:.2f}x | {c} | {note} |")
-    lines += ["", END]
     return "\n".join(lines)
 
 
@@ -152,15 +150,6 @@ def _cpu() -> str:
         flags = []
     best = next((f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if f in flags), "?")
     return f"best vector extension {best}, native bf16: {'yes' if native_bf16_cpu() else 'no'}"
-
-
-def write(out: Path, text: str) -> None:
-    old = out.read_text() if out.exists() else ""
-    if BEGIN in old and END in old:
-        new = old[: old.index(BEGIN)] + text + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip() + "\n\n" + text + "\n"
-    out.write_text(new)
 
 
 def main() -> None:
@@ -178,7 +167,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows += measure_server(texts, args.runs, Path(tmp))
     text = section(len(texts), args.runs, rows)
-    write(args.out, text)
+    write_section("embed_bench", text, args.out)
     print(text, file=sys.stderr)
 
 

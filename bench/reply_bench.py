@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from report import scifact_queries, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SCIFACT = ROOT / "data" / "scifact"
-BEGIN, END = "<!-- reply_bench: begin -->", "<!-- reply_bench: end -->"
 TRIVIAL = '''
 import sys
 from fastmcp import FastMCP
@@ -46,15 +47,6 @@ def sets(out: Path) -> list[str]:
     return ["--set", f"corpus_path={SCIFACT / 'corpus.jsonl'}", "--set", f"embedding_path={out / 'embedding.npy'}",
             "--set", f"index_backend_configs.faiss.index_path={out / 'faiss'}",
             "--set", f"backend_configs.bm25.save_path={out / 'bm25'}", "--set", f"docs_path={out / 'docs'}"]
-
-
-def queries(n: int) -> list[str]:
-    qids = [line.split("\t")[0] for line in (SCIFACT / "qrels" / "test.tsv").read_text().splitlines()[1:]]
-    texts = {}
-    for line in (SCIFACT / "queries.jsonl").read_text().splitlines():
-        q = json.loads(line)
-        texts[q["_id"]] = q["text"]
-    return [texts[q] for q in dict.fromkeys(qids)][:n]
 
 
 async def call_stdio(command: list[str], tool: str, args: dict[str, Any], runs: int,
@@ -87,7 +79,7 @@ def main() -> None:
     mode = "all" if a.dense else "bm25"
     subprocess.run([str(BIN / "retriever"), "--log-level", "WARNING", "index", "--mode", mode, *sets(out)],
                    check=True, stdout=subprocess.DEVNULL)
-    qs = queries(a.queries)
+    qs = scifact_queries(a.queries)
     ours = [str(BIN / "retriever"), "--log-level", "WARNING", "serve", *sets(out)]
     rows = []
     tools = ["bm25_search"] + (["retriever_search"] if a.dense else [])
@@ -107,7 +99,7 @@ def main() -> None:
                     f"{mo:.2f} s | {mt:.2f} s | {mo / mt:.2f}x |")
     http = http_six_mb(out, qs)
     section = "\n".join([
-        BEGIN, "## Large replies (`bench/reply_bench.py`, issue 16)", "",
+        "## Large replies (`bench/reply_bench.py`, issue 16)", "",
         f"Measured {time.strftime('%Y-%m-%d')} in one run, median of {a.runs}. Every reply's text is its JSON "
         "(what UltraRAG's client parses); a large reply is sent once, as text only. The trivial server is a "
         "FastMCP tool returning the same bytes as text, called by the same client (fastmcp `Client` over stdio).",
@@ -115,13 +107,8 @@ def main() -> None:
         f"- Over streamable HTTP with the stock client, a result of {http['unbounded_mb']:.1f} MB (`max_bytes=0`, "
         f"{http['queries']} queries x 100): a reply of {http['reply_bytes'] / 1e6:.2f} MB (the HTTP cap of "
         f"900,000 bytes of hits), `truncated` with next_offset {http['next_offset']}, no transport error; "
-        f"with the default budget: {http['default_bytes'] / 1e3:.0f} kB.", END])
-    text = a.out.read_text() if a.out.is_file() else ""
-    if BEGIN in text:
-        text = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    a.out.write_text(text)
+        f"with the default budget: {http['default_bytes'] / 1e3:.0f} kB."])
+    write_section("reply_bench", section, a.out)
     print(section)
 
 
