@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -192,36 +193,78 @@ def test_mcp_mounted_in_the_same_process(service: Deploy) -> None:
     assert body["ret_ids"][0][0] == "doc15"
 
 
-# ---- queue bounds and callers that go away: a service whose batches wait a whole second ----------
+# ---- queue bounds, timeouts and callers that go away: a service kept busy by a heavy request ------
 
 
 @pytest.fixture(scope="module")
-def slow_service(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deploy]:
-    d = Deploy(built_project, tmp_path_factory.mktemp("slow"), "deploy.max_wait_ms=1000", "deploy.max_queue=2")
+def busy_service(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deploy]:
+    d = Deploy(built_project, tmp_path_factory.mktemp("busy"), "deploy.max_queue=2", "deploy.request_timeout=2")
     yield d
     d.stop()
 
 
-def test_full_queue_answers_503_with_retry_after(slow_service: Deploy) -> None:
-    with ThreadPoolExecutor(5) as pool:
-        replies = list(pool.map(lambda q: slow_service.client.post("/search", json={"query_list": [q], "top_k": 1}),
+def wait_until(check: Any, what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@contextmanager
+def heavy(service: Deploy) -> Iterator[None]:
+    """While inside: the compute side is searching 8,000 queries (seconds on 2 cores), so later
+    requests wait in the queue. Its own caller gets a 504 (request_timeout) while it still runs."""
+    def idle() -> bool:  # no batch running (a batch is counted in queries when it starts, in seconds when done)
+        return (service.metric("retriever_batch_queries_count") == service.metric("retriever_batch_seconds_count")
+                and service.metric("retriever_queue_depth") == 0)
+
+    wait_until(idle, "the service never went idle")
+    batches = service.metric("retriever_batch_queries_count")
+    queries = [f"heavy query number {i}" for i in range(8000)]
+    thread = threading.Thread(target=lambda: httpx.post(f"{service.url}/search", json={"query_list": queries},
+                                                         headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120))
+    thread.start()
+    wait_until(lambda: service.metric("retriever_batch_queries_count") > batches, "the heavy batch never started")
+    try:
+        yield
+    finally:
+        thread.join()
+
+
+def test_full_queue_answers_503_with_retry_after(busy_service: Deploy) -> None:
+    with heavy(busy_service), ThreadPoolExecutor(5) as pool:
+        replies = list(pool.map(lambda q: busy_service.client.post("/search", json={"query_list": [q], "top_k": 1}),
                                 QUERIES[:5]))
     codes = sorted(r.status_code for r in replies)
-    assert 200 in codes and 503 in codes, codes
+    assert codes.count(503) == 3, codes  # two wait in the queue (max_queue=2), three are refused
     busy = next(r for r in replies if r.status_code == 503)
     assert busy.headers["retry-after"] == "1" and "max_queue" in busy.json()["error"]
-    assert slow_service.metric("retriever_rejected_total") >= 1
+    assert busy_service.metric("retriever_rejected_total") >= 3
 
 
-def test_a_disconnected_client_s_work_is_dropped(slow_service: Deploy) -> None:
-    before = slow_service.metric('retriever_dropped_total{reason="disconnected"}')
-    with pytest.raises(httpx.ReadTimeout):  # the client gives up while its request waits for the batch
-        slow_service.client.post("/search", json={"query_list": ["what is BM25?"], "top_k": 1}, timeout=0.3)
-    deadline = time.monotonic() + 10
-    while slow_service.metric('retriever_dropped_total{reason="disconnected"}') == before:
-        assert time.monotonic() < deadline, "the queued request was not dropped"
-        time.sleep(0.1)
-    assert slow_service.metric("retriever_queue_depth") == 0
+def test_a_disconnected_client_s_work_is_dropped(busy_service: Deploy) -> None:
+    before = busy_service.metric('retriever_dropped_total{reason="disconnected"}')
+    with heavy(busy_service):
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up while its request waits
+            busy_service.client.post("/search", json={"query_list": ["what is BM25?"], "top_k": 1}, timeout=0.3)
+        wait_until(lambda: busy_service.metric('retriever_dropped_total{reason="disconnected"}') > before,
+                   "the queued request was not dropped", 10)
+        assert busy_service.metric("retriever_queue_depth") == 0
+
+
+def test_a_request_waiting_too_long_gets_504(busy_service: Deploy) -> None:
+    before = busy_service.metric('retriever_dropped_total{reason="timeout"}')
+    with heavy(busy_service):
+        r = busy_service.client.post("/search", json={"query_list": ["what is BM25?"], "top_k": 1})
+        assert r.status_code == 504 and "request_timeout" in r.json()["error"]
+    assert busy_service.metric('retriever_dropped_total{reason="timeout"}') == before + 1
+
+
+def test_off_loopback_without_a_token_refuses_to_start(built_project: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "RETRIEVER_HTTP_TOKENS"}
+    proc = subprocess.run([str(BIN / "retriever"), "deploy", "--config", str(built_project), "--host", "0.0.0.0",
+                           "--port", str(free_port())], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2 and "not loopback" in proc.stderr
 
 
 # ---- retriever_deploy_search: the client tool ----------------------------------------------------
