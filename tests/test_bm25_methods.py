@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import engine_for, write_project
+from retriever.errors import IndexMismatchError
 
 
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
@@ -23,3 +24,38 @@ def test_bm25_returns_only_documents_that_share_a_term(tmp_path: Path, method: s
     assert hits[1] == [] and hits[0] and all("hotosynthesis" in h.text for h in hits[0])
     filtered = e.bm25_search("photosynthesis", 10, filters={"field": "id", "operator": "==", "value": "doc05"})
     assert filtered == [[]] or all(h.id == "doc05" and "hotosynthesis" in h.text for h in filtered[0])
+
+
+def _zh_project(tmp_path: Path, tokenizer: str) -> Path:
+    corpus = tmp_path / "zh.jsonl"
+    docs = [("z1", "我喜欢吃苹果和香蕉"), ("z2", "今天天气很好，我们去公园散步"), ("z3", "机器学习是人工智能的一个分支")]
+    corpus.write_text("\n".join(f'{{"id": "{i}", "contents": "{t}"}}' for i, t in docs) + "\n", encoding="utf-8")
+    config = write_project(tmp_path / "p", corpus, backend="bm25")
+    cfg = yaml.safe_load(config.read_text())
+    cfg["backend_configs"]["bm25"].update(lang="zh", tokenizer=tokenizer)
+    config.write_text(yaml.safe_dump(cfg, allow_unicode=True))
+    return config
+
+
+@pytest.mark.parametrize(("tokenizer", "query", "found"), [
+    pytest.param("character", "果", "z1", id="character-one-char"),  # no jieba word is one character here
+    pytest.param("jieba", "人工智能", "z3", id="jieba-word"),
+    pytest.param("auto", "公园", "z2", id="auto-is-jieba-for-zh"),
+])
+def test_ultrarag_tokenizers(tmp_path: Path, tokenizer: str, query: str, found: str) -> None:
+    e = engine_for(_zh_project(tmp_path, tokenizer))
+    e.init()
+    e.bm25_index(progress=False)
+    assert [h.id for h in e.bm25_search(query, 3)[0]][:1] == [found]
+
+
+def test_index_of_another_tokenizer_is_refused(tmp_path: Path) -> None:
+    config = _zh_project(tmp_path, "character")
+    e = engine_for(config)
+    e.init()
+    e.bm25_index(progress=False)
+    cfg = yaml.safe_load(config.read_text())
+    cfg["backend_configs"]["bm25"]["tokenizer"] = "jieba"
+    config.write_text(yaml.safe_dump(cfg, allow_unicode=True))
+    with pytest.raises(IndexMismatchError, match="'character' tokenizer.*'jieba'"):
+        engine_for(config).init()

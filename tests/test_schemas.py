@@ -34,7 +34,7 @@ def listing(read_only: bool = False) -> dict[str, Any]:
 def test_every_parameter_is_described() -> None:
     tools = listing()
     params = [(name, p, schema) for name, t in tools.items() for p, schema in t["input_schema"]["properties"].items()]
-    assert len(tools) == 21 and len(params) > 100
+    assert len(tools) == 22 and len(params) > 100
     assert [(n, p) for n, p, s in params if not s.get("description")] == []
 
 

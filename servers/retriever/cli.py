@@ -46,14 +46,28 @@ def _engine(args: argparse.Namespace, **overrides: Any) -> Any:
     return engine
 
 
+def _ultrarag_engine(args: argparse.Namespace) -> Any:
+    """The engine of `serve --ultrarag`: UltraRAG's meanings (pipeline/ultrarag.py)."""
+    from .config import load_config
+    from .engine import Retriever
+    from .pipeline.ultrarag import ultrarag_overrides
+
+    cwd = Path.cwd()
+    sets = parse_sets(args.set)
+    backend = load_config(args.config, sets, base_dir=cwd).index_backend
+    engine = Retriever(load_config(args.config, {**ultrarag_overrides(cwd, backend), **sets}, base_dir=cwd), cwd)
+    engine.ultrarag = True
+    return engine
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .mcp import build_server
 
-    engine = _retriever(args)
+    engine = _ultrarag_engine(args) if args.ultrarag else _retriever(args)
     engine.shared = args.transport == "http"  # one session serves every HTTP client
     if args.init:
         engine.init()
-    server = build_server(engine, read_only=True if args.read_only else None)
+    server = build_server(engine, read_only=True if args.read_only else None, ultrarag=args.ultrarag)
     if args.transport == "stdio":
         server.run("stdio", show_banner=False)
         return 0
@@ -83,6 +97,25 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     app = build_app(engine, args.host, args.port, mcp_app)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False,
                 timeout_graceful_shutdown=5)
+    return 0
+
+
+def cmd_ultrarag_server(args: argparse.Namespace) -> int:
+    """A launcher UltraRAG starts as `python <folder>/src/<name>.py`, running ours with this Python."""
+    import shutil
+
+    from .pipeline.ultrarag import write_launcher
+
+    folder = args.folder.resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    launcher = write_launcher(folder, sys.executable)
+    params = folder / "parameter.yaml"
+    if args.parameter is not None or not params.exists():
+        source = args.parameter or Path(__file__).resolve().parents[2] / "parameter.yaml"
+        if not source.is_file():
+            raise RetrieverError(f"no parameter file at {source}; pass --parameter FILE")
+        shutil.copy(source, params)
+    print(json.dumps({"launcher": str(launcher), "parameter": str(params)}, indent=2))
     return 0
 
 
@@ -221,7 +254,16 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--init", action="store_true", help="call retriever_init at start-up")
     s.add_argument("--read-only", action="store_true",
                    help="serve no write tool (embed, index, bm25_index, add, delete); also security.read_only")
+    s.add_argument("--ultrarag", action="store_true",
+                   help="serve as UltraRAG's retriever: its build tool, paths relative to the working directory, "
+                   "keys and URLs from its tool arguments, whole replies (README, UltraRAG)")
     s.set_defaults(fn=cmd_serve)
+
+    s = sub.add_parser("ultrarag-server", help="make FOLDER an UltraRAG server folder running this retriever")
+    s.add_argument("folder", type=Path, help="e.g. <UltraRAG project>/servers/retriever")
+    s.add_argument("--parameter", type=Path, help="copy this parameter.yaml there (default: keep the folder's, "
+                   "else copy this project's)")
+    s.set_defaults(fn=cmd_ultrarag_server)
 
     s = add("deploy", "run the shared HTTP search service (POST /search, /tools/<tool>, /metrics, ...)")
     s.add_argument("--host", default="127.0.0.1", help="bind address; off loopback a bearer token is required")

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -97,6 +98,7 @@ class InfinityConfig(HTTPEmbedConfig):
 
 class BM25Config(_Model):
     lang: Literal["en", "zh"] = "en"
+    tokenizer: Literal["auto", "default", "jieba", "character"] = "auto"  # auto: jieba for zh, default otherwise
     save_path: ResolvedPath = Path("index/bm25")
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
     k1: float = Field(1.5, gt=0)
@@ -165,8 +167,10 @@ class WebProviderConfig(_Model):
     api_key: SecretStr | None = None  # never shown in logs, errors or results
     base_url: str | None = None  # None = the provider's public endpoint
     timeout: float = Field(30.0, gt=0)  # seconds per request
-    max_retries: int = Field(3, ge=0)  # retries of a timeout, 429 or 5xx, with exponential backoff
+    # retries of a timeout, 429 or 5xx, with exponential backoff (`retries` is UltraRAG's name for it)
+    max_retries: int = Field(3, ge=0, validation_alias=AliasChoices("max_retries", "retries"))
     base_delay: float = Field(1.0, ge=0)  # first backoff in seconds; doubles each retry, plus jitter
+    search_kwargs: dict[str, Any] = {}  # more arguments for the provider's search call (UltraRAG's key)
 
 
 class ExaConfig(WebProviderConfig):
@@ -296,6 +300,7 @@ class Config(_Model):
         keys = {"backend_configs.openai.base_url", "backend_configs.openai.api_key", "backend_configs.infinity.url",
                 "backend_configs.infinity.api_key", "index_backend_configs.milvus.token", "retriever_url",
                 "remote.token", "remote.token_env"}
+        keys |= {f"websearch_backend_configs.{p}.{k}" for p in ("exa", "tavily", "zhipuai") for k in ("api_key", "base_url")}
         if "://" in self.index_backend_configs.milvus.uri:  # a server; a path is Milvus Lite's file
             keys.add("index_backend_configs.milvus.uri")
         return keys
@@ -399,8 +404,10 @@ def validate_config(data: Any, source: str, base_dir: Path | None = None) -> Con
         raise ConfigError(f"{source}: {problems}") from None
 
 
-def load_config(path: str | Path = "parameter.yaml", overrides: dict[str, Any] | None = None) -> Config:
-    """Read and validate a parameter.yaml; relative paths resolve against its folder."""
+def load_config(path: str | Path = "parameter.yaml", overrides: dict[str, Any] | None = None,
+                base_dir: Path | None = None) -> Config:
+    """Read and validate a parameter.yaml; relative paths resolve against `base_dir` (default:
+    its folder)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -412,4 +419,4 @@ def load_config(path: str | Path = "parameter.yaml", overrides: dict[str, Any] |
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if overrides:
         data = _merge(data or {}, {k: v for k, v in overrides.items() if v is not None})
-    return validate_config(data, source=str(path), base_dir=path.resolve().parent)
+    return validate_config(data, source=str(path), base_dir=base_dir or path.resolve().parent)

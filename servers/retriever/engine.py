@@ -56,6 +56,7 @@ class Retriever:
         self.base_config = config or Config()
         self.base_dir = base_dir
         self.shared = shared  # served to many clients (HTTP): retriever_init may not change the settings
+        self.ultrarag = False  # tool arguments read with UltraRAG's meanings (pipeline/ultrarag.py)
         self.session: Session | None = None
         self._write_lock = threading.Lock()  # one build at a time; searches never wait on it
         self._others: dict[str, Session] = {}  # other collections opened by fan-out searches
@@ -307,6 +308,20 @@ class Retriever:
     def _searched(self, tool: str, collection_name: str | None) -> Session:
         """The session a search reads: the current one, or collection `collection_name`'s."""
         return self.need(tool) if collection_name is None else self.collection_session(collection_name, tool)
+
+    def check_opened(self, tool: str, collection_name: str | None, corpus_path: str | None) -> None:
+        """A call that names the collection or the corpus it works on (as UltraRAG's do) names the
+        ones retriever_init opened."""
+        s = self.need(tool)
+        if collection_name is not None and collection_name != s.config.collection_name:
+            raise InvalidInputError(f"{tool} works on the collection retriever_init opened "
+                                    f"({s.config.collection_name!r}), not {collection_name!r}; call retriever_init "
+                                    "with that collection_name first")
+        if corpus_path and s.config.corpus_path is not None:
+            given = self._path(corpus_path, s.config.corpus_path, "corpus_path").resolve()
+            if given != s.config.corpus_path.resolve():
+                raise InvalidInputError(f"{tool} works on the corpus retriever_init opened ({s.config.corpus_path}), "
+                                        f"not {given}; call retriever_init with that corpus_path first")
 
     def collection_session(self, name: str, tool: str = "retriever_fanout_search") -> Session:
         """The session of collection `name` ("" = the default): the current one, or one opened with

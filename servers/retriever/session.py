@@ -94,7 +94,7 @@ def load_bm25(s: Session, warnings: list[str]) -> BM25Index | None:
         return None
     bcfg = s.config.backend_configs.bm25
     folder = s.config.paths().bm25
-    index = BM25Index.load(folder, bcfg.lang)
+    index = BM25Index.load(folder, bcfg)
     if index is None:
         return None
     check_manifest(index.manifest, corpus_manifest(s.docs), folder, "call bm25_index(overwrite=true)")

@@ -29,16 +29,38 @@ def _jieba_split(text: str) -> list[str]:
     return [w for w in jieba.lcut(text) if _WORD.search(w)]
 
 
-def make_tokenizer(lang: str) -> Any:
+def _characters(text: str) -> list[str]:
+    return [c for c in text if _WORD.match(c)]
+
+
+def tokenizer_name(cfg: BM25Config) -> str:
+    """The tokenizer `cfg` selects (UltraRAG's names): auto is jieba for zh, default otherwise."""
+    if cfg.tokenizer == "auto":
+        return "jieba" if cfg.lang == "zh" else "default"
+    return cfg.tokenizer
+
+
+def make_tokenizer(cfg: BM25Config) -> Any:
+    """default: bm25s's word splitter (English: stopwords and Snowball stemming); jieba: Chinese
+    words; character: every letter or CJK character a term. zh uses Chinese stopwords."""
     from bm25s.tokenization import Tokenizer
 
-    if lang == "zh":
+    name = tokenizer_name(cfg)
+    if cfg.lang == "zh":
         from bm25s.stopwords import STOPWORDS_CHINESE
 
-        return Tokenizer(lower=True, splitter=_jieba_split, stopwords=list(STOPWORDS_CHINESE), stemmer=None)
+        stopwords: Any = list(STOPWORDS_CHINESE)
+    else:
+        stopwords = "en"
+    if name == "jieba":
+        return Tokenizer(lower=True, splitter=_jieba_split, stopwords=stopwords, stemmer=None)
+    if name == "character":
+        return Tokenizer(lower=True, splitter=_characters, stopwords=stopwords, stemmer=None)
+    if cfg.lang == "zh":
+        return Tokenizer(lower=True, stopwords=stopwords, stemmer=None)
     import Stemmer
 
-    return Tokenizer(lower=True, stopwords="en", stemmer=Stemmer.Stemmer("english"))
+    return Tokenizer(lower=True, stopwords=stopwords, stemmer=Stemmer.Stemmer("english"))
 
 
 class BM25Index:
@@ -62,15 +84,15 @@ class BM25Index:
         """Index `texts`; `rows` names the collection row of each (default: 0, 1, 2...)."""
         import bm25s
 
-        tokenizer = make_tokenizer(cfg.lang)
+        tokenizer = make_tokenizer(cfg)
         tokens = tokenizer.tokenize(list(texts), update_vocab=True, return_as="tuple", show_progress=show_progress)
         model = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b)
         model.index(tokens, show_progress=show_progress)  # the model keeps the tokenizer's vocabulary
-        params = {"lang": cfg.lang, "method": cfg.method, "k1": cfg.k1, "b": cfg.b}
+        params = {"lang": cfg.lang, "tokenizer": tokenizer_name(cfg), "method": cfg.method, "k1": cfg.k1, "b": cfg.b}
         return cls(model, tokenizer, params, rows)
 
     @classmethod
-    def load(cls, folder: Path, lang: str) -> BM25Index | None:
+    def load(cls, folder: Path, cfg: BM25Config) -> BM25Index | None:
         import bm25s
 
         manifest = read_manifest(folder)
@@ -78,14 +100,15 @@ class BM25Index:
             return None
         if manifest.get("kind") != cls.kind:
             raise IndexMismatchError(f"{folder} holds a {manifest.get('kind')!r} index, not bm25")
-        if manifest.get("lang") != lang:
+        built = manifest.get("lang"), manifest.get("tokenizer", "jieba" if manifest.get("lang") == "zh" else "default")
+        wanted = cfg.lang, tokenizer_name(cfg)
+        if built != wanted:
             raise IndexMismatchError(
-                f"{folder} was built for lang {manifest.get('lang')!r}, the config says {lang!r}; "
-                "call bm25_index(overwrite=true) to rebuild"
-            )
+                f"{folder} was built for lang {built[0]!r} with the {built[1]!r} tokenizer, the config says "
+                f"{wanted[0]!r} and {wanted[1]!r}; call bm25_index(overwrite=true) to rebuild")
         data = folder / manifest["data"]
         model = bm25s.BM25.load(str(data), show_progress=False)
-        tokenizer = make_tokenizer(lang)
+        tokenizer = make_tokenizer(cfg)
         tokenizer.load_vocab(str(data))
         rows = np.load(data / "rows.npy") if (data / "rows.npy").is_file() else None
         return cls(model, tokenizer, manifest, rows)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import remote
+from ..errors import NotYetSupportedError
 from .models import (
     AddRequest,
     BatchSearchRequest,
@@ -22,6 +23,7 @@ from .models import (
     InitRequest,
     ListCollectionsRequest,
     MultiQuerySearchRequest,
+    ProjectMemorySearchRequest,
     Request,
     SearchRequest,
 )
@@ -55,11 +57,24 @@ def init(engine: Retriever, r: InitRequest) -> Payload:
 
 
 def embed(engine: Retriever, r: EmbedRequest) -> Payload:
+    if r.is_multimodal:
+        raise NotYetSupportedError("is_multimodal is accepted but not active in this release")
     return engine.embed(r.embedding_path, r.overwrite)
 
 
 def index(engine: Retriever, r: IndexRequest) -> Payload:
+    engine.check_opened("retriever_index", r.collection_name, r.corpus_path)
     return engine.index(r.embedding_path, r.overwrite, r.index_path)
+
+
+def project_memory_search(engine: Retriever, r: ProjectMemorySearchRequest) -> Payload:
+    """UltraRAG's: the passages of a dense search of collection `user_<id>`."""
+    user = str(r.current_user_id or "default").strip() or "default"
+    # UltraRAG names collections for Milvus only: with FAISS its memory search reads the one index
+    collection = None if engine.ultrarag and engine.config.index_backend != "milvus" else f"user_{user}"
+    request = SearchRequest(query_list=r.query_list, top_k=r.top_k, query_instruction=r.query_instruction,
+                            collection_name=collection, max_bytes=0)
+    return {"project_memory_content": search(engine, request)["ret_psg"]}
 
 
 def bm25_index(engine: Retriever, r: BM25IndexRequest) -> Payload:
@@ -145,7 +160,7 @@ CALLS: dict[type[Request], Call] = {
     DeleteRequest: delete, ListCollectionsRequest: list_collections, SearchRequest: search,
     BatchSearchRequest: batch_search, HybridSearchRequest: search, HybridBatchSearchRequest: hybrid_batch_search,
     MultiQuerySearchRequest: multi_query_search, FanoutSearchRequest: fanout_search, BM25SearchRequest: search,
-    DeployClientRequest: deploy_search,
+    DeployClientRequest: deploy_search, ProjectMemorySearchRequest: project_memory_search,
 }
 
 

@@ -99,3 +99,17 @@ RetrieverURL = Annotated[str | None, Field(
     "parameter.yaml; another one only where the operator allows it (security.client_endpoints).")]
 CollectionName = Annotated[str | None, Field(
     description="The collection to open: letters, digits and _ ('' = the default one). Default: the YAML's.")]
+IndexedCollection = Annotated[str | None, Field(
+    description="The collection being indexed: must be the one retriever_init opened (UltraRAG passes it). "
+    "Default: that one.")]
+IndexedCorpus = Annotated[str | None, Field(
+    description="The corpus being indexed: must be the one retriever_init opened (UltraRAG passes it). "
+    "Default: that one.")]
+WebConfigs = Annotated[dict[str, Any] | None, Field(
+    description="Overrides of websearch_backend_configs for this call (UltraRAG passes its YAML's); keys and URLs "
+    "other than the YAML's only where the operator allows it (security.client_endpoints). Default: the YAML's.")]
+UserId = Annotated[str, Field(
+    description="The user whose memory is searched: collection user_<id> ('' = 'default').")]
+ParameterFile = Annotated[str, Field(
+    description="The server's parameter.yaml (UltraRAG passes servers/<name>/parameter.yaml); server.yaml is "
+    "written beside it.")]

@@ -27,6 +27,8 @@ from .fields import (
     Ids,
     IndexBackend,
     IndexBackendConfigs,
+    IndexedCollection,
+    IndexedCorpus,
     IndexPath,
     IsDemo,
     IsMultimodal,
@@ -36,6 +38,7 @@ from .fields import (
     ModelName,
     Offset,
     Overwrite,
+    ParameterFile,
     Queries,
     QueryInstruction,
     QuestionList,
@@ -47,8 +50,10 @@ from .fields import (
     Searched,
     ThreadNum,
     TopK,
+    UserId,
     VectorWeight,
     WebBackend,
+    WebConfigs,
 )
 
 
@@ -83,12 +88,15 @@ class InitRequest(Request):
 class EmbedRequest(Request):
     embedding_path: EmbeddingPath = None
     overwrite: Overwrite = None
+    is_multimodal: IsMultimodal = None
 
 
 class IndexRequest(Request):
     embedding_path: EmbeddingPath = None
     overwrite: Overwrite = None
     index_path: IndexPath = None
+    collection_name: IndexedCollection = None
+    corpus_path: IndexedCorpus = None
 
 
 class BM25IndexRequest(Request):
@@ -177,6 +185,21 @@ class FanoutSearchRequest(_Modes):
     collections: Collections
 
 
+class ProjectMemorySearchRequest(Request):
+    """UltraRAG's retriever_project_memory_search: a dense search of collection `user_<id>`."""
+
+    query_list: Queries
+    top_k: TopK = None
+    query_instruction: QueryInstruction = None
+    current_user_id: UserId = ""
+
+
+class BuildRequest(Request):
+    """UltraRAG's build tool (served with `retriever serve --ultrarag`)."""
+
+    parameter_file: ParameterFile
+
+
 # ---- a deployed retriever (`retriever deploy`) ---------------------------------------------------
 
 
@@ -221,6 +244,7 @@ class ProviderSearchRequest(Request):
 
 class WebSearchRequest(ProviderSearchRequest):
     websearch_backend: WebBackend = None
+    websearch_backend_configs: WebConfigs = None
 
 
 class WebBatchSearchRequest(Request):
@@ -228,6 +252,7 @@ class WebBatchSearchRequest(Request):
     top_k: TopK = None
     websearch_backend: WebBackend = None
     retrieve_thread_num: ThreadNum = None
+    websearch_backend_configs: WebConfigs = None
 
 
 def argument_problems(e: Exception) -> str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from fastmcp import FastMCP
 
 from .middleware import ToolErrors
-from .table import register
+from .table import register, register_build
 from .web import build_web_server
 
 if TYPE_CHECKING:
@@ -21,13 +21,16 @@ INSTRUCTIONS = (
     "`truncated` says what was left out and the `offset` to page on.")
 
 
-def build_server(engine: Retriever, read_only: bool | None = None) -> FastMCP:
+def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: bool = False) -> FastMCP:
     """The MCP server over `engine`. `read_only` (default: security.read_only in the YAML) leaves
-    out the tools that write (embed, index, bm25_index, add, delete)."""
+    out the tools that write (embed, index, bm25_index, add, delete); `ultrarag` adds UltraRAG's
+    `build` tool (pipeline/ultrarag.py)."""
     read_only = engine.base_config.security.read_only if read_only is None else read_only
     server = FastMCP("retriever", middleware=[ToolErrors(engine)], instructions=INSTRUCTIONS)
     register(server, engine, read_only)
     server.mount(build_web_server(engine))
+    if ultrarag:
+        register_build(server, engine)
     return server
 
 

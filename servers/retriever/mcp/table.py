@@ -15,6 +15,7 @@ from ..api import models as m
 from ..api.calls import CALLS
 from ..api.models import Request
 from ..api.replies import reply
+from ..pipeline.ultrarag import adapt
 from .middleware import run
 
 if TYPE_CHECKING:
@@ -68,6 +69,9 @@ TOOLS = (
          "Search the retriever service at retriever_url (`retriever deploy`, or UltraRAG's deploy server): UltraRAG's "
          "arguments plus mode (dense, bm25, hybrid), filters and the reply options. Returns ret_psg, ret_ids, "
          "ret_scores. Needs no retriever_init."),
+    Tool("retriever_project_memory_search", "Search a user's memory", m.ProjectMemorySearchRequest, READ,
+         "UltraRAG's project memory: a dense search of collection user_<current_user_id>. Returns "
+         "project_memory_content (passages, one list per query)."),
     Tool("bm25_index", "Build the BM25 index", m.BM25IndexRequest, BUILD,
          "Build the BM25 index over the corpus and save it; searchable at once.", writes=True),
     Tool("bm25_search", "BM25 search", m.BM25SearchRequest, READ,
@@ -110,7 +114,34 @@ def register(mcp: FastMCP, engine: Retriever, read_only: bool) -> None:
         call = CALLS[spec.request]
 
         async def serve(request: Request, name: str = spec.name, call: Any = call) -> dict[str, Any]:
+            if engine.ultrarag:
+                request = adapt(request, engine.config.index_backend)
             return await run(name, call, engine, request)
 
         fn = tool_function(spec.name, spec.request, spec.doc, serve)
         mcp.tool(fn, output_schema=None, annotations=spec.annotations, title=spec.title)
+
+
+def register_build(mcp: FastMCP, engine: Retriever) -> None:
+    """UltraRAG's `build(parameter_file)`: server.yaml beside the parameter file."""
+    from pathlib import Path
+
+    from ..guard import check_path
+    from ..pipeline.ultrarag import write_server_yaml
+
+    tools: dict[str, type[Request]] = {t.name: t.request for t in TOOLS}
+    tools["retriever_websearch"] = m.WebSearchRequest
+    tools["retriever_batch_websearch"] = m.WebBatchSearchRequest
+
+    def build(engine: Retriever, r: m.BuildRequest) -> dict[str, Any]:
+        given = Path(r.parameter_file)
+        path = check_path(given if given.is_absolute() else Path.cwd() / given, engine.base_config, engine.base_dir,
+                          "parameter_file")
+        return {"server_yaml": str(write_server_yaml(path, tools))}
+
+    async def serve(request: Request) -> dict[str, Any]:
+        return await run("build", build, engine, request)
+
+    mcp.tool(tool_function("build", m.BuildRequest, "UltraRAG's build: write server.yaml (this server's tools, "
+                           "their inputs and outputs) beside parameter_file.", serve),
+             output_schema=None, annotations=CHANGE, title="Write UltraRAG's server.yaml")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fastmcp import FastMCP
 
 from ..api.models import ProviderSearchRequest, Request, WebBatchSearchRequest, WebSearchRequest
+from ..guard import FROM_CLIENT, check_client_config
 from ..results import as_groups, as_queries, pick, regroup
 from ..websearch import PROVIDERS, QueryResult, check_provider, web_search
 from .table import OPEN_WORLD, tool_function
@@ -35,8 +36,13 @@ def build_web_server(engine: Retriever) -> FastMCP:
     mcp = FastMCP("retriever-web")
 
     async def search(provider: str | None, queries: list[str], top_k: int | None,
-                     threads: int | None) -> list[QueryResult]:
+                     threads: int | None, configs: dict[str, Any] | None = None) -> list[QueryResult]:
         cfg = engine.config
+        if configs:  # UltraRAG passes its YAML's; keys and URLs of a client's own are refused (guard.py)
+            FROM_CLIENT.set(True)  # this call's context only
+            changed = cfg.with_overrides({"websearch_backend_configs": configs}, engine.base_dir)
+            check_client_config(engine.base_config, changed, engine.base_dir, http=engine.shared)
+            cfg = changed
         name = check_provider(pick(provider, cfg.websearch_backend))
         # top_k and retrieve_thread_num were checked by the request model or the YAML's
         return await web_search(cfg, name, queries, pick(top_k, cfg.top_k), pick(threads, cfg.retrieve_thread_num))
@@ -53,7 +59,8 @@ def build_web_server(engine: Retriever) -> FastMCP:
             "ret_urls, ret_titles, ret_scores (one list per query) and errors (per query null or why it failed).", one)
 
     async def websearch(r: WebSearchRequest) -> dict[str, Any]:
-        return format_web(await search(r.websearch_backend, as_queries(r.query_list), r.top_k, r.retrieve_thread_num))
+        return format_web(await search(r.websearch_backend, as_queries(r.query_list), r.top_k, r.retrieve_thread_num,
+                                       r.websearch_backend_configs))
 
     add("retriever_websearch", "Web search", WebSearchRequest,
         "Web search through websearch_backend (default: parameter.yaml's). Returns ret_psg, ret_urls, ret_titles, "
@@ -61,7 +68,8 @@ def build_web_server(engine: Retriever) -> FastMCP:
 
     async def batch(r: WebBatchSearchRequest) -> dict[str, Any]:
         groups = as_groups(r.batch_query_list)
-        flat = await search(r.websearch_backend, [q for g in groups for q in g], r.top_k, r.retrieve_thread_num)
+        flat = await search(r.websearch_backend, [q for g in groups for q in g], r.top_k, r.retrieve_thread_num,
+                            r.websearch_backend_configs)
         per_group = [format_web(g) for g in regroup(flat, [len(g) for g in groups])]
         return {f"{k}_ls": [g[k] for g in per_group] for k in format_web([])}
 

@@ -30,6 +30,7 @@ class ExaSearcher:
         options: dict[str, Any] = {"type": self.cfg.search_type}
         if self.cfg.category:
             options["category"] = self.cfg.category
+        options |= self.cfg.search_kwargs
         try:
             response = await self.client.search(
                 query, num_results=top_k, contents={"text": {"max_characters": self.cfg.max_characters}}, **options)

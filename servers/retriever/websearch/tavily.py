@@ -29,7 +29,8 @@ class TavilySearcher:
         try:
             response = await self.client.search(
                 query, max_results=top_k, search_depth=self.cfg.search_depth, topic=self.cfg.topic,
-                include_raw_content=self.cfg.include_raw_content or None, timeout=self.cfg.timeout)
+                include_raw_content=self.cfg.include_raw_content or None, timeout=self.cfg.timeout,
+                **self.cfg.search_kwargs)
         except errors.TimeoutError as e:
             raise TransientError(f"timed out after {self.cfg.timeout:g} s") from e
         except errors.UsageLimitExceededError as e:

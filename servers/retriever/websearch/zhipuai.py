@@ -32,7 +32,8 @@ class ZhipuAISearcher:
     def body(self, query: str, top_k: int) -> dict[str, Any]:
         c = self.cfg
         return {"search_query": query, "search_engine": c.search_engine, "search_intent": c.search_intent,
-                "count": top_k, "search_recency_filter": c.search_recency_filter, "content_size": c.content_size}
+                "count": top_k, "search_recency_filter": c.search_recency_filter, "content_size": c.content_size,
+                **c.search_kwargs}
 
     async def search(self, query: str, top_k: int) -> list[WebHit]:
         import httpx

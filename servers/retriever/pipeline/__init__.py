@@ -1,0 +1,1 @@
+"""Pipelines: UltraRAG's server contract (ultrarag.py)."""
