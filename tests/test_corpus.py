@@ -63,3 +63,14 @@ def test_bad_corpus_is_named_by_file_and_line(tmp_path: Path, lines: list[str], 
 def test_missing_corpus_file(tmp_path: Path) -> None:
     with pytest.raises(CorpusError, match="corpus file not found"):
         DocStore.open(tmp_path / "nope.jsonl")
+
+
+def test_repeated_ids_numbered_when_asked(tmp_path: Path) -> None:
+    """UltraRAG's chunked corpora repeat a document's id in its chunks (duplicate_ids: number)."""
+    path = corpus(tmp_path, [json.dumps({"id": i, "contents": f"chunk {n}"})
+                             for n, i in enumerate(["x", "x", "y", "x", "x#1"])])
+    with pytest.raises(CorpusError, match="duplicate id 'x'.*duplicate_ids: number"):
+        DocStore.open(path)
+    docs = DocStore.open(path, duplicate_ids="number")
+    assert docs.ids == ["x", "x#1", "y", "x#2", "x#1#1"]  # a real id that a number took is numbered in turn
+    assert [docs.get(r).id for r in range(5)] == docs.ids and docs.get(3).text == "chunk 3"

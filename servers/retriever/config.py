@@ -265,6 +265,7 @@ class Config(_Model):
     embedding_path: ResolvedPath = Path("index/embedding.npy")
     docs_path: ResolvedPath = Path("index/docs")  # the default collection's change log (added/deleted documents)
     collection_name: Annotated[str, AfterValidator(_collection_name)] = ""
+    duplicate_ids: Literal["error", "number"] = "error"  # number: the n-th repeat of id X in the corpus is X#n
     collections_path: ResolvedPath = Path("index/collections")  # named collections: one folder each
     backend: Literal["sentence_transformers", "openai", "infinity", "bm25"] = "sentence_transformers"
     backend_configs: BackendConfigs = BackendConfigs()

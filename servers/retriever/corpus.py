@@ -12,6 +12,7 @@ import hashlib
 import json
 import mmap
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +86,10 @@ class DocStore:
         self._masks: dict[Filter, np.ndarray] = {}
 
     @classmethod
-    def open(cls, path: str | Path) -> DocStore:
-        """Validate the whole file in one streaming pass; record ids, offsets and a sha256."""
+    def open(cls, path: str | Path, duplicate_ids: str = "error") -> DocStore:
+        """Validate the whole file in one streaming pass; record ids, offsets and a sha256.
+        A repeated id is an error, or with `duplicate_ids="number"` its n-th repeat is `<id>#<n>`
+        (UltraRAG's chunked corpora repeat a document's id in its chunks)."""
         path = Path(path)
         if not path.is_file():
             raise CorpusError(f"corpus file not found: {path} (set corpus_path in parameter.yaml)")
@@ -97,10 +100,17 @@ class DocStore:
         ends: list[int] = []
         for lineno, offset, line in iter_lines(path, digest):
             doc = parse_record(line, len(ids), f"{path}:{lineno}")
-            if doc.id in seen:
-                raise CorpusError(f"{path}:{lineno}: duplicate id {doc.id!r} (first seen on line {seen[doc.id]})")
-            seen[doc.id] = lineno
-            ids.append(doc.id)
+            doc_id = doc.id
+            if doc_id in seen:
+                if duplicate_ids != "number":
+                    raise CorpusError(f"{path}:{lineno}: duplicate id {doc_id!r} (first seen on line {seen[doc_id]}); "
+                                      "ids must be unique, or set duplicate_ids: number")
+                repeat = 1
+                while f"{doc.id}#{repeat}" in seen:
+                    repeat += 1
+                doc_id = f"{doc.id}#{repeat}"
+            seen[doc_id] = lineno
+            ids.append(doc_id)
             starts.append(offset)
             ends.append(offset + len(line))
         if not ids:
@@ -112,7 +122,8 @@ class DocStore:
 
     def get(self, row: int) -> Document:
         raw = self._map[int(self._starts[row]) : int(self._ends[row])]
-        return parse_record(raw, row, f"{self.path}:row {row}")
+        doc = parse_record(raw, row, f"{self.path}:row {row}")
+        return doc if doc.id == self.ids[row] else replace(doc, id=self.ids[row])  # a numbered repeat
 
     def texts(self, rows: Iterable[int] | None = None) -> Iterator[str]:
         """Texts of `rows` (default: every row in order), read from the file as a stream."""

