@@ -119,6 +119,18 @@ def cmd_ultrarag_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    """A YAML pipeline, headless (pipeline/): checked first, then run step by step."""
+    import asyncio
+
+    from .pipeline.runner import run_pipeline
+
+    result = asyncio.run(run_pipeline(args.pipeline, args.param, args.output))
+    print(json.dumps({"output": result["output"], "seconds": result["seconds"], "steps": len(result["steps"]),
+                      "variables": sorted(result["variables"])}, indent=2))
+    return 0
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     """Headless build: embeddings, dense index and BM25 index; rebuilds what is stale or missing."""
     engine = _engine(args, overwrite=True)  # a stale index is skipped (with a warning), then rebuilt
@@ -270,6 +282,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=64501)
     s.add_argument("--mcp", action="store_true", help="also serve the read-only MCP tools at /mcp (streamable HTTP)")
     s.set_defaults(fn=cmd_deploy)
+
+    s = sub.add_parser("run", help="run a YAML pipeline (UltraRAG's grammar) without UltraRAG")
+    s.add_argument("pipeline", type=Path)
+    s.add_argument("--param", type=Path, help="parameters per server alias (YAML), over each server's own")
+    s.add_argument("--output", type=Path, help="result file (default: output/<pipeline>_<time>.json beside it)")
+    s.set_defaults(fn=cmd_run)
 
     s = add("index", "embed, index and BM25-index the corpus from the YAML (headless)")
     s.add_argument("--overwrite", action="store_true", help="rebuild even what is up to date")

@@ -343,15 +343,15 @@ class Config(_Model):
 
     def with_overrides(self, overrides: dict[str, Any], base_dir: Path | None = None) -> Config:
         """A new config with `overrides` deep-merged in (None values are ignored)."""
-        data = _merge(self.model_dump(), {k: v for k, v in overrides.items() if v is not None})
+        data = deep_merge(self.model_dump(), {k: v for k, v in overrides.items() if v is not None})
         return validate_config(data, source="tool arguments", base_dir=base_dir)
 
 
-def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in update.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -419,5 +419,5 @@ def load_config(path: str | Path = "parameter.yaml", overrides: dict[str, Any] |
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if overrides:
-        data = _merge(data or {}, {k: v for k, v in overrides.items() if v is not None})
+        data = deep_merge(data or {}, {k: v for k, v in overrides.items() if v is not None})
     return validate_config(data, source=str(path), base_dir=base_dir or path.resolve().parent)

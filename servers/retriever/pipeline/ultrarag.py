@@ -45,7 +45,7 @@ EXTRA_OUTPUTS = {
     "retriever_hybrid_search": "ret_psg,ret_ids,ret_scores,ret_sources",
     "retriever_hybrid_batch_search": "ret_psg_ls,ret_ids_ls,ret_scores_ls,ret_sources_ls",
     "retriever_multi_query_search": "ret_psg,ret_ids,ret_scores,ret_sources",
-    "retriever_fanout_search": "ret_psg,ret_ids,ret_scores,ret_collections",
+    "retriever_fanout_search": "ret_psg,ret_ids,ret_scores,ret_collections,errors",
     "retriever_add": "None",
     "retriever_delete": "None",
     "retriever_list_collections": "collections",
@@ -81,10 +81,15 @@ def server_yaml(parameter_file: Path, tools: dict[str, type[Request]]) -> dict[s
     if not launcher.is_file():
         raise ConfigError(f"build: the server's launcher {launcher} does not exist; create it with "
                           f"`retriever ultrarag-server {folder}`")
+    return {"path": str(launcher), "parameter": str(parameter_file), "tools": server_io(tools, params), "prompts": {}}
+
+
+def server_io(tools: dict[str, type[Request]], params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each tool's inputs and outputs (server.yaml's `tools`), given the parameter file's keys."""
     entries = {name: _entry(spec, params) for name, spec in ULTRARAG_IO.items() if name in tools}
     entries |= {name: _entry(_extra_spec(tools[name], outputs, params), params)
                 for name, outputs in EXTRA_OUTPUTS.items() if name in tools}
-    return {"path": str(launcher), "parameter": str(parameter_file), "tools": entries, "prompts": {}}
+    return entries
 
 
 def write_server_yaml(parameter_file: Path, tools: dict[str, type[Request]]) -> Path:

@@ -1,0 +1,23 @@
+"""A small MCP server for the pipeline tests, run over stdio: a router and a counter."""
+
+from fastmcp import FastMCP
+
+mcp = FastMCP("router")
+calls = {"n": 0}
+
+
+@mcp.tool
+def route(q_ls: list[str]) -> dict:
+    """state: 'many' for more than one query, else 'one'."""
+    return {"state": "many" if len(q_ls) > 1 else "one"}
+
+
+@mcp.tool
+def count(label: str = "x") -> dict:
+    """How many times this server's count was called."""
+    calls["n"] += 1
+    return {"counted": calls["n"], "label": label}
+
+
+if __name__ == "__main__":
+    mcp.run("stdio", show_banner=False)
