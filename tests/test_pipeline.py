@@ -67,6 +67,24 @@ def test_loop_branch_and_an_external_server(tmp_path: Path, servers: dict[str, A
     assert [s["name"] for s in out["steps"]].count("router.count") == 4
 
 
+def test_branch_routes_each_item(tmp_path: Path, servers: dict[str, Any]) -> None:
+    """UltraRAG's per-item routing: each query goes down its state's branch; the lists the branches
+    make are put back in the queries' order."""
+    out = run(pipeline(tmp_path, servers, [
+        "data.load_queries",
+        "retriever.retriever_init",
+        {"branch": {"router": ["router.route_items"],
+                    "branches": {"short": [{"retriever.bm25_search": {"output": {"ret_scores": "bm25_scores"}}}],
+                                 "long": ["retriever.retriever_search"]}}},
+    ]))
+    v = out["variables"]
+    assert v["q_ls"] == ["what is BM25?", "how do vaccines work"]  # unwrapped, in order
+    assert v["ret_ids"][0] == ["doc15"]  # the short query: BM25 (one document shares a term)
+    assert len(v["ret_ids"][1]) == 2 and v["ret_ids"][1][0] == "doc03"  # the long one: dense, top_k 2
+    assert v["bm25_scores"][1] is None and v["bm25_scores"][0]  # made by one branch only
+    assert [s["name"] for s in out["steps"]][-2:] == ["retriever.bm25_search", "retriever.retriever_search"]
+
+
 def test_parameters_and_the_param_file(tmp_path: Path, servers: dict[str, Any]) -> None:
     path = pipeline(tmp_path, servers, ["data.load_queries", "retriever.retriever_init", "retriever.retriever_search"])
     params = tmp_path / "params.yaml"

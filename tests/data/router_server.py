@@ -13,6 +13,12 @@ def route(q_ls: list[str]) -> dict:
 
 
 @mcp.tool
+def route_items(q_ls: list[str]) -> dict:
+    """UltraRAG's router shape: each query with its state, 'short' (3 words or fewer) or 'long'."""
+    return {"q_ls": [{"data": q, "state": "short" if len(q.split()) <= 3 else "long"} for q in q_ls]}
+
+
+@mcp.tool
 def count(label: str = "x") -> dict:
     """How many times this server's count was called."""
     calls["n"] += 1

@@ -100,14 +100,60 @@ async def run_steps(r: Run, steps: list[Step], depth: int = 0) -> None:
             for _ in range(step.times):
                 await run_steps(r, step.steps, depth + 1)
         elif isinstance(step, Branch):
-            await run_steps(r, step.router, depth + 1)
-            state = r.variables.get("state")
-            if state not in step.branches:
-                raise StepError(f"{r.pipeline.path}:{step.line}: the router's state {state!r} has no branch "
-                                f"(branches: {', '.join(step.branches)})")
-            await run_steps(r, step.branches[state], depth + 1)
+            await run_branch(r, step, depth)
         else:
             await run_call(r, step)
+
+
+def _routed(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(v, dict) and set(v) == {"data", "state"} for v in value)
+
+
+async def run_branch(r: Run, step: Branch, depth: int) -> None:
+    """The router's reply picks the branches. A list of `{"data", "state"}` items (UltraRAG's
+    router output) routes each item: a branch runs on its items only, with every list variable
+    of the same length cut to them, and the lists it makes are put back at their positions. A
+    plain `state` sends the whole run down one branch."""
+    before = dict(r.variables)
+    await run_steps(r, step.router, depth + 1)
+    routed = {k: v for k, v in r.variables.items() if _routed(v) and before.get(k) is not v}
+    if not routed:
+        state = r.variables.get("state")
+        if state not in step.branches:
+            raise StepError(f"{r.pipeline.path}:{step.line}: the router's state {state!r} has no branch "
+                            f"(branches: {', '.join(step.branches)})")
+        await run_steps(r, step.branches[state], depth + 1)
+        return
+    states = [item["state"] for item in next(iter(routed.values()))]
+    n = len(states)
+    if any(len(v) != n for v in routed.values()):
+        raise StepError(f"{r.pipeline.path}:{step.line}: the router's lists differ in length")
+    unknown = sorted(set(states) - set(step.branches))
+    if unknown:
+        raise StepError(f"{r.pipeline.path}:{step.line}: states {unknown} have no branch "
+                        f"(branches: {', '.join(step.branches)})")
+    for k, v in routed.items():
+        r.variables[k] = [item["data"] for item in v]
+    whole = dict(r.variables)
+    merged = dict(whole)
+    for state, steps in step.branches.items():
+        rows = [i for i, s in enumerate(states) if s == state]
+        if not rows:
+            continue
+        r.variables = {k: [v[i] for i in rows] if isinstance(v, list) and len(v) == n else v
+                       for k, v in whole.items()}
+        await run_steps(r, steps, depth + 1)
+        for k, v in r.variables.items():
+            if isinstance(v, list) and len(v) == len(rows) and (k not in whole or whole[k] is not v):
+                full = merged[k] if isinstance(merged.get(k), list) and len(merged[k]) == n else [None] * n
+                full = list(full)
+                for i, value in zip(rows, v):
+                    full[i] = value
+                merged[k] = full
+            elif k not in whole or whole[k] is not v:
+                merged[k] = v
+    r.variables = merged
 
 
 async def run_call(r: Run, step: Call) -> None:
