@@ -169,3 +169,24 @@ def test_scifact_pipeline_metrics_equal_retriever_eval(tmp_path: Path) -> None:
         k: expected[k] for k in ("ndcg@10", "recall@100", "mrr@10", "queries")}
     assert metrics["ndcg@10"] > 0.6 and (tmp_path / "run.trec").stat().st_size > 0
     assert ROOT.is_dir()
+
+
+def test_an_mcp_server_over_streamable_http(tmp_path: Path, servers: dict[str, Any], http_server: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIPELINE_TOKEN", "tok-new-222")
+    servers["remote"] = {"url": http_server, "token_env": "PIPELINE_TOKEN"}
+    out = run(pipeline(tmp_path, servers, [
+        "data.load_queries",
+        {"remote.bm25_search": {"input": {"query_list": "q_ls"}, "output": {"ret_ids": "remote_ids"}}},
+    ]))
+    assert out["variables"]["remote_ids"][0][0] == "doc15"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["search", "fanout"])
+def test_example_pipelines_run_as_they_are(name: str, tmp_path: Path) -> None:
+    proc = run_cli("--log-level", "WARNING", "run", f"pipelines/{name}.yaml", "--output", str(tmp_path / "out.json"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    variables = json.loads((tmp_path / "out.json").read_text())["variables"]
+    ids = variables["dense_ids" if name == "search" else "ret_ids"]
+    assert ids[0][0] == "doc15" and len(ids) == 3
