@@ -48,14 +48,15 @@ def _engine(args: argparse.Namespace, **overrides: Any) -> Any:
 
 def _ultrarag_engine(args: argparse.Namespace) -> Any:
     """The engine of `serve --ultrarag`: UltraRAG's meanings (pipeline/ultrarag.py)."""
-    from .config import load_config
+    from .config import deep_merge, load_config
     from .engine import Retriever
     from .pipeline.ultrarag import ultrarag_overrides
 
     cwd = Path.cwd()
     sets = parse_sets(args.set)
-    backend = load_config(args.config, sets, base_dir=cwd).index_backend
-    engine = Retriever(load_config(args.config, {**ultrarag_overrides(cwd, backend), **sets}, base_dir=cwd), cwd)
+    given = load_config(args.config, sets, base_dir=cwd)
+    overrides = ultrarag_overrides(cwd, given.index_backend, given.security.allowed_paths)
+    engine = Retriever(load_config(args.config, deep_merge(overrides, sets), base_dir=cwd), cwd)
     engine.ultrarag = True
     return engine
 

@@ -99,12 +99,13 @@ def write_server_yaml(parameter_file: Path, tools: dict[str, type[Request]]) -> 
     return out
 
 
-def ultrarag_overrides(cwd: Path, index_backend: str) -> dict[str, Any]:
+def ultrarag_overrides(cwd: Path, index_backend: str, allowed_paths: list[Path]) -> dict[str, Any]:
     """What `serve --ultrarag` changes: UltraRAG passes paths (relative to its working directory,
     which is therefore an allowed root), keys and URLs from its parameter file as arguments; its
     runner reads whole replies; its `collection_name` names a Milvus collection only; its chunked
     corpora repeat ids (numbered here: X, X#1, ...)."""
-    out: dict[str, Any] = {"security": {"client_endpoints": True, "allowed_paths": [str(cwd)]},
+    roots = [str(p) for p in allowed_paths] + [str(cwd)]
+    out: dict[str, Any] = {"security": {"client_endpoints": True, "allowed_paths": roots},
                            "reply": {"max_bytes": 0}, "duplicate_ids": "number"}
     if index_backend != "milvus":
         out["collection_name"] = ""
