@@ -1,0 +1,1 @@
+"""Documents, not just passages: parsers (parse.py) and splitters (split.py)."""

@@ -1,0 +1,108 @@
+"""Documents to plain text, one maintained library per format (pip install 'mcp-retriever[docs]'):
+plain text as it is, Markdown through markdown-it-py (headings, paragraphs and list items kept as
+lines; markup dropped), HTML through BeautifulSoup (scripts, styles and navigation dropped), PDF
+through pypdf (text per page, pages joined by a blank line; `pages` gives each page's start)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..errors import InvalidInputError, MissingDependencyError
+
+Format = Literal["text", "markdown", "html", "pdf"]
+SUFFIXES: dict[str, Format] = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",
+                               ".html": "html", ".htm": "html", ".pdf": "pdf"}
+
+
+@dataclass(frozen=True)
+class Parsed:
+    text: str
+    title: str | None = None
+    pages: tuple[int, ...] = ()  # PDF: the character offset where each page starts
+
+
+def format_of(path: Path) -> Format:
+    try:
+        return SUFFIXES[path.suffix.lower()]
+    except KeyError:
+        raise InvalidInputError(f"{path.name}: unknown document format {path.suffix!r}; known: "
+                                f"{', '.join(sorted(SUFFIXES))}") from None
+
+
+def parse_file(path: Path, fmt: Format | None = None) -> Parsed:
+    fmt = fmt or format_of(path)
+    if fmt == "pdf":
+        return parse_pdf(path.read_bytes(), str(path))
+    return parse_text(path.read_text(encoding="utf-8"), fmt)
+
+
+def parse_text(text: str, fmt: Format) -> Parsed:
+    if fmt == "text":
+        return Parsed(text)
+    if fmt == "markdown":
+        return _markdown(text)
+    if fmt == "html":
+        return _html(text)
+    raise InvalidInputError(f"format {fmt!r} is not text: send a PDF as a file path")
+
+
+def _markdown(text: str) -> Parsed:
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError as e:
+        raise MissingDependencyError("markdown_it", "mcp-retriever[docs]") from e
+    lines: list[str] = []
+    title = None
+    tokens = MarkdownIt("commonmark").parse(text)
+    for i, token in enumerate(tokens):
+        if token.type == "inline":
+            plain = "".join(c.content for c in token.children or [] if c.type in ("text", "code_inline", "softbreak"))
+            plain = plain or token.content
+            lines.append(plain)
+            if title is None and i > 0 and tokens[i - 1].type == "heading_open" and tokens[i - 1].tag == "h1":
+                title = plain
+        elif token.type in ("fence", "code_block"):
+            lines.append(token.content.rstrip("\n"))
+    return Parsed("\n\n".join(line for line in lines if line.strip()), title)
+
+
+def _html(text: str) -> Parsed:
+    try:
+        from bs4 import BeautifulSoup
+    except ImportError as e:
+        raise MissingDependencyError("bs4", "mcp-retriever[docs]") from e
+    soup = BeautifulSoup(text, "html.parser")
+    for tag in soup(["script", "style", "nav", "header", "footer", "noscript"]):
+        tag.decompose()
+    title = soup.title.get_text(strip=True) if soup.title else None
+    if soup.title:
+        soup.title.decompose()
+    names = ["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "td", "blockquote"]
+    blocks = [" ".join(b.get_text().split()) for b in soup.find_all(names)
+              if b.find_parent(names) is None]  # a block inside another is in its text already
+    body = "\n\n".join(b for b in blocks if b) or " ".join(soup.get_text(" ", strip=True).split())
+    return Parsed(body, title or None)
+
+
+def parse_pdf(data: bytes, name: str = "document.pdf") -> Parsed:
+    try:
+        import io
+
+        from pypdf import PdfReader
+        from pypdf.errors import PdfReadError
+    except ImportError as e:
+        raise MissingDependencyError("pypdf", "mcp-retriever[docs]") from e
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        pages = [" ".join((page.extract_text() or "").split()) for page in reader.pages]
+    except (PdfReadError, ValueError, KeyError) as e:
+        raise InvalidInputError(f"{name}: not a readable PDF ({type(e).__name__}: {e})") from None
+    starts, text, offset = [], [], 0
+    for page in pages:
+        starts.append(offset)
+        text.append(page)
+        offset += len(page) + 2
+    title = (reader.metadata.title if reader.metadata else None) or None
+    return Parsed("\n\n".join(text), title, tuple(starts))

@@ -1,0 +1,98 @@
+"""Parsers (text, Markdown, HTML, PDF made in the test) and splitters (sentence, word, passage with
+overlap; a hierarchy) with character offsets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from retriever.documents.parse import parse_file, parse_pdf, parse_text
+from retriever.documents.split import chunk_records, split, split_hierarchy, units
+from retriever.errors import InvalidInputError
+
+SENTENCES = "Dr. Smith went home. He slept! Did he? Yes."
+
+
+@pytest.mark.parametrize(("text", "by", "length", "overlap", "expected"), [
+    pytest.param("a b c d e f g", "word", 3, 1, ["a b c", "c d e", "e f g"], id="words-overlap"),
+    pytest.param("a b c d e f g", "word", 3, 0, ["a b c", "d e f", "g"], id="words"),
+    pytest.param("a b", "word", 5, 2, ["a b"], id="shorter-than-a-chunk"),
+    pytest.param(SENTENCES, "sentence", 2, 0, ["Dr. Smith went home. He slept!", "Did he? Yes."], id="sentences"),
+    pytest.param(SENTENCES, "sentence", 2, 1, ["Dr. Smith went home. He slept!", "He slept! Did he?", "Did he? Yes."],
+                 id="sentences-overlap"),
+    pytest.param("first line\nsecond\n\n  p two \n\n\np3", "passage", 1, 0, ["first line\nsecond", "p two", "p3"],
+                 id="passages"),
+    pytest.param("", "word", 3, 0, [], id="empty"),
+])
+def test_splitters(text: str, by: str, length: int, overlap: int, expected: list[str]) -> None:
+    chunks = split(text, by, length, overlap)  # type: ignore[arg-type]
+    assert [text[c.start : c.end] for c in chunks] == expected
+
+
+def test_sentence_units_keep_abbreviations() -> None:
+    assert len(units(SENTENCES, "sentence")) == 4
+
+
+@pytest.mark.parametrize(("length", "overlap"), [(0, 0), (3, 3), (3, -1)])
+def test_bad_window_settings(length: int, overlap: int) -> None:
+    with pytest.raises(InvalidInputError, match="overlap"):
+        split("a b c", "word", length, overlap)
+
+
+def test_hierarchy() -> None:
+    text = " ".join(f"w{i}" for i in range(20))
+    chunks = split_hierarchy(text, "word", [10, 5, 2])
+    by_level = [[c for c in chunks if c.level == n] for n in range(3)]
+    assert [len(level) for level in by_level] == [2, 4, 12]
+    assert all(c.parent is None for c in by_level[0])
+    for c in chunks[1:]:
+        if c.parent is not None:
+            parent = chunks[c.parent]
+            assert parent.level == c.level - 1 and parent.start <= c.start and c.end <= parent.end
+    assert text[by_level[1][1].start : by_level[1][1].end] == "w5 w6 w7 w8 w9"
+    with pytest.raises(InvalidInputError, match="decreasing"):
+        split_hierarchy(text, "word", [5, 10])
+
+
+def test_chunk_records_keep_fields_and_link_parents() -> None:
+    text = "one two three four"
+    records = list(chunk_records({"id": "d1", "contents": text, "year": 2020}, text,
+                                 split_hierarchy(text, "word", [4, 2]), "d1"))
+    assert [r["id"] for r in records] == ["d1:0", "d1:1", "d1:2"]
+    assert records[1] == {"year": 2020, "id": "d1:1", "contents": "one two", "source_id": "d1", "split_id": 1,
+                          "start": 0, "end": 7, "level": 1, "parent_id": "d1:0"}
+    assert records[0]["parent_id"] is None
+
+
+def test_markdown_and_html(tmp_path: Path) -> None:
+    md = parse_text("# Tides\n\nThe **moon** pulls the *sea*.\n\n- spring tides\n- neap tides\n\n```\ncode here\n```\n",
+                    "markdown")
+    assert md.title == "Tides"
+    assert md.text.split("\n\n") == ["Tides", "The moon pulls the sea.", "spring tides", "neap tides", "code here"]
+    page = tmp_path / "p.html"
+    page.write_text("<html><head><title>Tides</title><script>var x=1;</script></head><body><nav>menu</nav>"
+                    "<h1>Tides</h1><p>The moon   pulls the <b>sea</b>.</p><ul><li><p>spring</p></li></ul></body></html>")
+    html = parse_file(page)
+    assert html.title == "Tides" and html.text == "Tides\n\nThe moon pulls the sea.\n\nspring"
+    assert "var x" not in html.text and "menu" not in html.text
+
+
+def test_pdf_made_with_a_library(tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_title("Tide tables")
+    pdf.set_font("helvetica", size=12)
+    for text in ("The moon pulls the sea.", "Spring tides follow the full moon."):
+        pdf.add_page()
+        pdf.multi_cell(0, 10, text)
+    path = tmp_path / "tides.pdf"
+    pdf.output(str(path))
+    parsed = parse_file(path)
+    assert parsed.title == "Tide tables"
+    assert parsed.text == "The moon pulls the sea.\n\nSpring tides follow the full moon."
+    assert parsed.pages == (0, len("The moon pulls the sea.") + 2)
+    with pytest.raises(InvalidInputError, match="broken.pdf: not a readable PDF"):
+        parse_pdf(b"%PDF-1.4 nonsense", "broken.pdf")
+    with pytest.raises(InvalidInputError, match="unknown document format '.docx'"):
+        parse_file(tmp_path / "x.docx")
