@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from retriever.documents.parse import parse_file, parse_pdf, parse_text
 from retriever.documents.split import chunk_records, split, split_hierarchy, units
-from retriever.errors import InvalidInputError
+from retriever.errors import IndexMismatchError, InvalidInputError
 
 SENTENCES = "Dr. Smith went home. He slept! Did he? Yes."
 
@@ -96,3 +96,52 @@ def test_pdf_made_with_a_library(tmp_path: Path) -> None:
         parse_pdf(b"%PDF-1.4 nonsense", "broken.pdf")
     with pytest.raises(InvalidInputError, match="unknown document format '.docx'"):
         parse_file(tmp_path / "x.docx")
+
+
+def test_a_corpus_of_long_documents_is_chunked(tmp_path: Path) -> None:
+    import json
+
+    import yaml
+    from conftest import engine_for, write_project
+
+    corpus = tmp_path / "long.jsonl"
+    docs = [{"id": "tides", "contents": "The moon pulls the sea. Spring tides follow the full moon. Neap tides are "
+             "weaker. Sailors read tide tables.", "year": 2020},
+            {"id": "bees", "contents": "Bees make honey. They dance to show where flowers are.", "year": 2021}]
+    corpus.write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    config = write_project(tmp_path / "p", corpus, chunking={"by": "sentence", "length": 2, "overlap": 1})
+    e = engine_for(config)
+    e.init()
+    assert e.docs is not None and e.docs.ids == ["tides:0", "tides:1", "tides:2", "bees:0"]
+    e.embed(progress=False)
+    e.index()
+    e.bm25_index(progress=False)
+    (hit,) = e.bm25_search("sailors", 1)[0]
+    assert hit.id == "tides:2" and hit.text == "Neap tides are weaker. Sailors read tide tables."
+    assert hit.metadata == {"year": 2020, "source_id": "tides", "split_id": 2, "start": 59, "end": 107, "level": 0,
+                            "parent_id": None}
+    assert e.search("what do bees make", 1)[0][0].id == "bees:0"
+    first = e.docs.path
+    cfg = yaml.safe_load(config.read_text())
+    cfg["chunking"]["length"] = 3  # other settings: another chunk file, the indexes refused as stale
+    config.write_text(yaml.safe_dump(cfg))
+    e2 = engine_for(config)
+    with pytest.raises(IndexMismatchError, match="corpus"):
+        e2.init()
+    chunk_files = sorted(p.name for p in first.parent.glob("chunks-*.jsonl"))
+    assert not first.exists() and len(chunk_files) == 1  # the old chunk file (ours) was replaced
+
+
+@pytest.mark.parametrize(("chunking", "says"), [
+    pytest.param({"levels": [10, 2]}, "set `by`", id="levels-without-by"),
+    pytest.param({"by": "word", "length": 5, "overlap": 5}, "overlap (5) must be below length (5)", id="overlap"),
+    pytest.param({"by": "letters"}, "chunking.by", id="unknown-by"),
+])
+def test_chunking_settings_are_checked(tmp_path: Path, chunking: dict, says: str) -> None:
+    from conftest import write_project
+    from retriever.config import load_config
+    from retriever.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=None) as e:
+        load_config(write_project(tmp_path / "p", chunking=chunking))
+    assert says in str(e.value)

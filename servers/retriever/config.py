@@ -238,6 +238,24 @@ class LimitsConfig(_Model):
     max_documents: int = Field(10000, ge=1)  # documents in one retriever_add
 
 
+class ChunkingConfig(_Model):
+    """Long documents cut into chunks when the corpus is opened (documents/split.py); the chunks
+    are the collection's documents: ids `<doc id>:<n>`, the document's fields kept."""
+
+    by: Literal["none", "sentence", "word", "passage"] = "none"
+    length: int = Field(200, ge=1)  # units (sentences, words, passages) per chunk
+    overlap: int = Field(0, ge=0)  # units shared with the previous chunk
+    levels: list[Annotated[int, Field(ge=1)]] = []  # a hierarchy instead: decreasing sizes, e.g. [512, 128, 32]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ChunkingConfig:
+        if self.by == "none" and (self.levels or self.overlap):
+            raise ValueError("chunking: set `by` (sentence, word or passage) to use length, overlap or levels")
+        if self.overlap >= self.length:
+            raise ValueError(f"chunking: overlap ({self.overlap}) must be below length ({self.length})")
+        return self
+
+
 class DeployConfig(_Model):
     """`retriever deploy`: the shared HTTP service (service/). Queries that arrive while a batch is
     being searched wait and are searched together in the next one."""
@@ -287,6 +305,7 @@ class Config(_Model):
     security: Annotated[SecurityConfig, BeforeValidator(_none_as_empty)] = SecurityConfig()
     limits: Annotated[LimitsConfig, BeforeValidator(_none_as_empty)] = LimitsConfig()
     reply: Annotated[ReplyConfig, BeforeValidator(_none_as_empty)] = ReplyConfig()
+    chunking: Annotated[ChunkingConfig, BeforeValidator(_none_as_empty)] = ChunkingConfig()
     deploy: Annotated[DeployConfig, BeforeValidator(_none_as_empty)] = DeployConfig()
     remote: Annotated[RemoteConfig, BeforeValidator(_none_as_empty)] = RemoteConfig()
 

@@ -12,6 +12,7 @@ import numpy as np
 from .collection import ChangeLog, Collection
 from .config import Config
 from .corpus import DocStore
+from .documents.corpus import chunked_corpus
 from .embedders import Embedder, build_embedder
 from .errors import IndexMismatchError
 from .filters import Filter
@@ -53,7 +54,10 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     that does not match; with `overwrite` it is skipped with a warning, to be rebuilt). An
     `embedder` given is used instead of building one (another collection, the same model)."""
     holds = backend_for(cfg).holds_documents  # the index backend keeps the documents: no corpus file here
-    docs = DocStore.open(cfg.corpus_path, cfg.duplicate_ids) if cfg.corpus_path is not None and not holds else None
+    docs = None
+    if cfg.corpus_path is not None and not holds:
+        path = cfg.corpus_path if cfg.chunking.by == "none" else chunked_corpus(cfg)
+        docs = DocStore.open(path, cfg.duplicate_ids)
     paths = cfg.paths()
     collection = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs)))
     if embedder is None and cfg.backend != "bm25":
