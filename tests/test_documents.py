@@ -145,3 +145,53 @@ def test_chunking_settings_are_checked(tmp_path: Path, chunking: dict, says: str
     with pytest.raises(ConfigError, match=None) as e:
         load_config(write_project(tmp_path / "p", chunking=chunking))
     assert says in str(e.value)
+
+
+def _sentence_project(tmp_path: Path) -> Path:
+    from conftest import write_project
+
+    return write_project(tmp_path / "p", chunking={"by": "sentence", "length": 2, "overlap": 1})
+
+
+def test_ingest_search_windows_neighbors_reingest_delete(tmp_path: Path) -> None:
+    """Through the MCP client: documents sent as Markdown and HTML text and a PDF file."""
+    from conftest import MCP, engine_for
+    from fpdf import FPDF
+
+    config = _sentence_project(tmp_path)
+    mcp = MCP(engine_for(config))
+    mcp.ok("retriever_init", {})
+    mcp.ok("retriever_embed", {})
+    mcp.ok("retriever_index", {})
+    mcp.ok("bm25_index", {})
+    md = "# Tides\n\nThe moon pulls the sea. Spring tides follow the full moon. Neap tides are weaker. Sailors read tables."
+    got = mcp.ok("retriever_ingest", {"text": md, "format": "markdown", "source_id": "tides", "metadata": {"k": 1}})
+    assert got["ids"] == ["tides:0", "tides:1", "tides:2", "tides:3"] and got["replaced"] == 0
+    html = "<html><title>Bees</title><body><p>Bees make honey. They dance to show where flowers are.</p></body></html>"
+    assert mcp.ok("retriever_ingest", {"text": html, "format": "html", "source_id": "bees"})["ids"] == ["bees:0"]
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=12)
+    pdf.multi_cell(0, 10, "Glaciers carve valleys. Ice moves slowly downhill.")
+    pdf.output(str(config.parent / "ice.pdf"))
+    assert mcp.ok("retriever_ingest", {"path": "ice.pdf"})["ids"] == ["ice.pdf:0"]
+
+    hit = mcp.ok("bm25_search", {"query_list": ["sailors"], "top_k": 1, "return_metadata": True})
+    assert hit["ret_ids"] == [["tides:3"]] and hit["ret_meta"][0][0]["doc_title"] == "Tides"
+    window = mcp.ok("bm25_search", {"query_list": ["sailors"], "top_k": 1, "window": 1, "return_metadata": True})
+    # the hit and the chunk before it, overlapping by one sentence, merged without repeating it
+    assert window["ret_psg"][0][0] == "Spring tides follow the full moon. Neap tides are weaker. Sailors read tables."
+    assert window["ret_meta"][0][0]["window_ids"] == ["tides:2", "tides:3"]
+    near = mcp.ok("retriever_get_neighbors", {"id": "tides:1", "before": 1, "after": 1})
+    assert near["ids"] == ["tides:0", "tides:1", "tides:2"]
+    assert near["merged"] == "Tides\n\nThe moon pulls the sea. Spring tides follow the full moon. Neap tides are weaker."
+    assert mcp.ok("retriever_search", {"query_list": ["how do glaciers move"], "top_k": 1})["ret_ids"] == [["ice.pdf:0"]]
+
+    again = mcp.ok("retriever_ingest", {"text": "Tides rise. Tides fall.", "source_id": "tides"})
+    assert again["ids"] == ["tides:0"] and again["replaced"] == 1 and again["removed"] == 3
+    assert mcp.ok("bm25_search", {"query_list": ["sailors"], "top_k": 3})["ret_ids"] == [[]]
+    gone = mcp.ok("retriever_delete", {"filters": {"field": "meta.source_id", "operator": "==", "value": "bees"}})
+    assert gone["deleted"] == 1
+    assert "outside" in mcp.error("retriever_ingest", {"path": "/etc/hostname"})
+    assert "source_id" in mcp.error("retriever_ingest", {"text": "no id"})
+    assert "one of them" in mcp.error("retriever_ingest", {})

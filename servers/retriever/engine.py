@@ -188,7 +188,7 @@ class Retriever:
         expit(s / 100)); `score_threshold` drops hits below it (after scaling, if asked);
         `filters` (see filters.py) limits the candidates before the top k is taken;
         `collection_name` searches that collection (None: the current one)."""
-        s = self._searched("retriever_search", collection_name)
+        s = self.searched("retriever_search", collection_name)
         embedder = self._embedder_of(s, "retriever_search")
         queries, k = as_queries(query_list), self._k(s, top_k)
         if s.backend.holds_documents:
@@ -238,7 +238,7 @@ class Retriever:
                     score_threshold: float | None = None, scale_score: bool = False,
                     filters: dict[str, Any] | None = None, collection_name: str | None = None) -> list[list[Hit]]:
         """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
-        s = self._searched("bm25_search", collection_name)
+        s = self.searched("bm25_search", collection_name)
         return run.search(s, BM25(), as_queries(query_list), self._k(s, top_k), filters, scale_score, score_threshold)
 
     # ---- documents: add (upsert) and delete ----------------------------------------------------
@@ -252,6 +252,41 @@ class Retriever:
         with self._writing("retriever_add") as s:
             self.session, report = changes.add(s, parse_documents(documents), progress)
             return report
+
+    def ingest(self, source_id: str, text: str, metadata: dict[str, Any] | None = None,
+               progress: bool = False) -> dict[str, Any]:
+        """A document cut into chunks (the `chunking` settings; one chunk if `by` is none), added
+        as `<source_id>:<n>` and searchable at once. Ingesting a source again replaces its
+        chunks: the new ones are written first, then the left-over old ones deleted, so a crash
+        in between never loses the document."""
+        from .documents.split import chunk_records, chunks_of
+
+        if not source_id or ":" in source_id:
+            raise InvalidInputError(f"retriever_ingest: source_id must be non-empty without ':', got {source_id!r}")
+        with self._writing("retriever_ingest") as s:
+            chunks = chunks_of(text, s.config.chunking)
+            if not chunks:
+                raise InvalidInputError(f"retriever_ingest: {source_id!r} has no text")
+            docs = parse_documents(list(chunk_records(dict(metadata or {}), text, chunks, source_id)))
+            old = {s.collection.ids[r] for r in np.flatnonzero(s.collection.mask(parse_filter(
+                {"field": "meta.source_id", "operator": "==", "value": source_id}))).tolist()}
+            self.session, report = changes.add(s, docs, progress)
+            stale = sorted(old - {d.id for d in docs})
+            if stale:
+                self.session, _ = changes.delete(self.session, stale, None, progress)
+            return {"source_id": source_id, "ids": [d.id for d in docs], "replaced": report["replaced"],
+                    "removed": len(stale), "documents": len(self.session.collection)}
+
+    def neighbors(self, doc_id: str, before: int = 1, after: int = 1) -> dict[str, Any]:
+        """A chunk and the chunks around it in its document, merged without repeated overlaps."""
+        from .documents.windows import merge, neighbours
+
+        s = self.need("retriever_get_neighbors")
+        row = s.collection.row_of.get(doc_id)
+        if row is None:
+            raise InvalidInputError(f"retriever_get_neighbors: no document {doc_id!r}")
+        around = neighbours(s.collection, s.collection.get(row), before, after)
+        return {"ids": [d.id for d in around], "texts": [d.text for d in around], "merged": merge(around)}
 
     def delete(self, ids: Sequence[str] | None = None, filters: dict[str, Any] | None = None,
                progress: bool = False) -> dict[str, Any]:
@@ -283,7 +318,7 @@ class Retriever:
         """Dense and BM25 at once, each `candidate_depth` deep, fused per query (see fusion.py).
         Each hit carries its rank and score in each retriever. `scale_score` divides by the best
         possible fused score."""
-        s = self._searched("retriever_hybrid_search", collection_name)
+        s = self.searched("retriever_hybrid_search", collection_name)
         self._embedder_of(s, "retriever_hybrid_search")
         h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
                            candidate_depth=candidate_depth)
@@ -305,7 +340,7 @@ class Retriever:
         return run.multi_query(s, _kind(s, mode, h, query_instruction), question_list, self._k(s, top_k),
                                h.candidate_depth, h.rrf_k, filters, scale_score, score_threshold)
 
-    def _searched(self, tool: str, collection_name: str | None) -> Session:
+    def searched(self, tool: str, collection_name: str | None) -> Session:
         """The session a search reads: the current one, or collection `collection_name`'s."""
         return self.need(tool) if collection_name is None else self.collection_session(collection_name, tool)
 
@@ -349,6 +384,10 @@ class Retriever:
                       query_instruction, filters, score_threshold, scale_score)
 
     # ---- helpers ---------------------------------------------------------------------------
+
+    def resolve_path(self, given: str, what: str) -> Path:
+        """A path from a call: relative to the YAML's folder, inside the allowed roots."""
+        return self._path(given, Path(given), what)
 
     def _path(self, given: str | None, default: Path, what: str = "path") -> Path:
         """A path from a call (relative: against the YAML's folder), inside the allowed roots."""

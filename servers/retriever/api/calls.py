@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import remote
-from ..errors import NotYetSupportedError
+from ..errors import InvalidInputError, NotYetSupportedError
 from .models import (
     AddRequest,
     BatchSearchRequest,
@@ -20,9 +20,11 @@ from .models import (
     HybridBatchSearchRequest,
     HybridSearchRequest,
     IndexRequest,
+    IngestRequest,
     InitRequest,
     ListCollectionsRequest,
     MultiQuerySearchRequest,
+    NeighborsRequest,
     ProjectMemorySearchRequest,
     Request,
     SearchRequest,
@@ -85,6 +87,27 @@ def add(engine: Retriever, r: AddRequest) -> Payload:
     return engine.add(r.documents)
 
 
+def ingest(engine: Retriever, r: IngestRequest) -> Payload:
+    """A document from the call's text or a file inside the allowed roots, parsed and chunked."""
+    from ..documents.parse import parse_file, parse_text
+
+    if (r.text is None) == (r.path is None):
+        raise InvalidInputError("retriever_ingest takes `text` or `path`, one of them")
+    if r.path is not None:
+        path = engine.resolve_path(r.path, "path")
+        parsed, source = parse_file(path), r.source_id or path.name
+    else:
+        if not r.source_id:
+            raise InvalidInputError("retriever_ingest: a document sent as text needs a source_id")
+        parsed, source = parse_text(r.text or "", r.format), r.source_id
+    metadata = {**({"doc_title": parsed.title} if parsed.title else {}), **(r.metadata or {})}
+    return engine.ingest(source, parsed.text, metadata)
+
+
+def neighbors(engine: Retriever, r: NeighborsRequest) -> Payload:
+    return engine.neighbors(r.id, r.before, r.after)
+
+
 def delete(engine: Retriever, r: DeleteRequest) -> Payload:
     return engine.delete(r.ids, r.filters)
 
@@ -111,9 +134,18 @@ HITS: dict[type[Request], Callable[[Retriever, Any], Hits]] = {
     SearchRequest: search_hits, HybridSearchRequest: hybrid_hits, BM25SearchRequest: bm25_hits}
 
 
+def windowed(engine: Retriever, r: Any, hits: Hits) -> Hits:
+    """Each hit with the `window` chunks around it (documents/windows.py), if asked."""
+    if not r.window:
+        return hits
+    from ..documents.windows import with_windows
+
+    return with_windows(engine.searched("window", getattr(r, "collection_name", None)).collection, hits, r.window)
+
+
 def hits_reply(engine: Retriever, r: SearchRequest | BM25SearchRequest, hits: Hits) -> Payload:
     """The reply of a one-list search from its hits."""
-    return shape(engine, r, fused=isinstance(r, HybridSearchRequest)).hits(hits)
+    return shape(engine, r, fused=isinstance(r, HybridSearchRequest)).hits(windowed(engine, r, hits))
 
 
 def search(engine: Retriever, r: SearchRequest | BM25SearchRequest) -> Payload:
@@ -122,13 +154,13 @@ def search(engine: Retriever, r: SearchRequest | BM25SearchRequest) -> Payload:
 
 def batch_search(engine: Retriever, r: BatchSearchRequest) -> Payload:
     groups = engine.batch_search(r.batch_query_list, depth(engine, r), r.query_instruction, **r.options(*SEARCHED))
-    return shape(engine, r).batch(groups)
+    return shape(engine, r).batch([windowed(engine, r, g) for g in groups])
 
 
 def hybrid_batch_search(engine: Retriever, r: HybridBatchSearchRequest) -> Payload:
     groups = engine.hybrid_batch_search(r.batch_query_list, depth(engine, r), query_instruction=r.query_instruction,
                                         **r.options(*FUSION, *SEARCHED))
-    return shape(engine, r, fused=True).batch(groups)
+    return shape(engine, r, fused=True).batch([windowed(engine, r, g) for g in groups])
 
 
 def deploy_search(engine: Retriever, r: DeployClientRequest) -> Payload:
@@ -144,7 +176,7 @@ def deploy_search(engine: Retriever, r: DeployClientRequest) -> Payload:
 def multi_query_search(engine: Retriever, r: MultiQuerySearchRequest) -> Payload:
     hits = engine.multi_query_search(r.question_list, depth(engine, r), r.mode, r.query_instruction,
                                      r.candidate_depth, **r.options(*SCORES))
-    return shape(engine, r, fused=True).hits(hits)
+    return shape(engine, r, fused=True).hits(windowed(engine, r, hits))
 
 
 def fanout_search(engine: Retriever, r: FanoutSearchRequest) -> Payload:
@@ -161,6 +193,7 @@ CALLS: dict[type[Request], Call] = {
     BatchSearchRequest: batch_search, HybridSearchRequest: search, HybridBatchSearchRequest: hybrid_batch_search,
     MultiQuerySearchRequest: multi_query_search, FanoutSearchRequest: fanout_search, BM25SearchRequest: search,
     DeployClientRequest: deploy_search, ProjectMemorySearchRequest: project_memory_search,
+    IngestRequest: ingest, NeighborsRequest: neighbors,
 }
 
 

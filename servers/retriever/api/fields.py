@@ -113,3 +113,19 @@ UserId = Annotated[str, Field(
 ParameterFile = Annotated[str, Field(
     description="The server's parameter.yaml (UltraRAG passes servers/<name>/parameter.yaml); server.yaml is "
     "written beside it.")]
+IngestText = Annotated[str | None, Field(
+    description="The document's text (or give `path`); parsed as `format`.")]
+DocFormat = Annotated[Literal["text", "markdown", "html", "pdf"], Field(
+    description="How to read `text`: text, markdown or html (a PDF comes as a path). Default: text.")]
+DocPath = Annotated[str | None, Field(
+    description="A document file (.txt, .md, .html, .pdf) inside the folders the server allows (or give `text`).")]
+SourceId = Annotated[str | None, Field(
+    description="The document's id: its chunks are <source_id>:<n>; ingesting it again replaces them. Default with "
+    "a path: the file's name.")]
+Metadata = Annotated[dict[str, Any] | None, Field(
+    description="Fields kept on every chunk (filterable as meta.<key>).")]
+ChunkId = Annotated[str, Field(description="A chunk's id (<source_id>:<n>).")]
+Around = Annotated[int, Field(ge=0, le=100, description="How many chunks before / after. Default: 1.")]
+Window = Annotated[int, Field(
+    ge=0, le=20, description="Per hit, also the `window` chunks before and after it in its document, merged into "
+    "one text without repeated overlaps (ret_meta gets window_ids). 0 = the hit alone. Default: 0.")]

@@ -11,14 +11,18 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import InvalidInputError
 from .fields import (
     RRFK,
+    Around,
     Backend,
     BackendConfigs,
     BatchQueries,
     BatchSize,
     CandidateDepth,
+    ChunkId,
     CollectionName,
     Collections,
     CorpusPath,
+    DocFormat,
+    DocPath,
     Documents,
     EmbeddingPath,
     Filters,
@@ -30,10 +34,12 @@ from .fields import (
     IndexedCollection,
     IndexedCorpus,
     IndexPath,
+    IngestText,
     IsDemo,
     IsMultimodal,
     MaxBytes,
     MaxChars,
+    Metadata,
     Mode,
     ModelName,
     Offset,
@@ -48,12 +54,14 @@ from .fields import (
     ScaleScore,
     ScoreThreshold,
     Searched,
+    SourceId,
     ThreadNum,
     TopK,
     UserId,
     VectorWeight,
     WebBackend,
     WebConfigs,
+    Window,
 )
 
 
@@ -107,6 +115,20 @@ class AddRequest(Request):
     documents: Documents
 
 
+class IngestRequest(Request):
+    text: IngestText = None
+    format: DocFormat = "text"
+    path: DocPath = None
+    source_id: SourceId = None
+    metadata: Metadata = None
+
+
+class NeighborsRequest(Request):
+    id: ChunkId
+    before: Around = 1
+    after: Around = 1
+
+
 class DeleteRequest(Request):
     ids: Ids = None
     filters: Filters = None
@@ -128,6 +150,7 @@ class _Scores(Request):
 class _Reply(Request):
     """How the hits come back: text, metadata, paging and the reply budget (api/replies.py)."""
 
+    window: Window = 0
     return_text: ReturnText = True
     return_metadata: ReturnMetadata = False
     offset: Offset = 0

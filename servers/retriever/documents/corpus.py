@@ -14,7 +14,7 @@ from pathlib import Path
 from ..config import Config
 from ..corpus import DocStore
 from ..errors import ConfigError
-from .split import chunk_records, split, split_hierarchy
+from .split import chunk_records, chunks_of
 
 log = logging.getLogger(__name__)
 _OURS = re.compile(r"chunks-[0-9a-f]{16}\.jsonl")
@@ -38,9 +38,7 @@ def chunked_corpus(cfg: Config) -> Path:
     with tmp.open("w", encoding="utf-8") as f:
         for row in range(len(source)):
             doc = source.get(row)
-            chunks = (split_hierarchy(doc.text, c.by, c.levels) if c.levels  # type: ignore[arg-type]
-                      else split(doc.text, c.by, c.length, c.overlap))  # type: ignore[arg-type]
-            for record in chunk_records({**doc.metadata}, doc.text, chunks, doc.id):
+            for record in chunk_records({**doc.metadata}, doc.text, chunks_of(doc.text, c), doc.id):
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
                 count += 1
     os.replace(tmp, target)

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..config import ChunkingConfig
 from ..errors import InvalidInputError, MissingDependencyError
 
 SplitBy = Literal["sentence", "word", "passage"]
@@ -87,6 +88,13 @@ def split_hierarchy(text: str, by: SplitBy, levels: Sequence[int]) -> list[Chunk
     if spans:
         descend(0, len(spans), 0, None)
     return out
+
+
+def chunks_of(text: str, cfg: ChunkingConfig) -> list[Chunk]:
+    """`text` cut as the `chunking` settings say (by none: one chunk, the whole text)."""
+    if cfg.by == "none":
+        return [Chunk(0, len(text))] if text.strip() else []
+    return split_hierarchy(text, cfg.by, cfg.levels) if cfg.levels else split(text, cfg.by, cfg.length, cfg.overlap)
 
 
 def chunk_records(record: dict[str, Any], text: str, chunks: Sequence[Chunk], source_id: str) -> Iterator[dict[str, Any]]:

@@ -79,6 +79,12 @@ TOOLS = (
     Tool("retriever_add", "Add documents", m.AddRequest, CHANGE,
          "Add documents to the selected collection, embedded with the session's model and searchable at once by "
          "dense and BM25 search. An id that exists is replaced.", writes=True),
+    Tool("retriever_ingest", "Ingest a document", m.IngestRequest, CHANGE,
+         "Add a document (text as text/markdown/html, or a .txt/.md/.html/.pdf file the server may read): parsed, "
+         "cut into chunks by the YAML's chunking settings, embedded and searchable at once. Returns the chunk ids "
+         "(<source_id>:<n>); ingesting a source again replaces its chunks.", writes=True),
+    Tool("retriever_get_neighbors", "Chunks around a chunk", m.NeighborsRequest, READ,
+         "A chunk and the chunks before and after it in its document: ids, texts and the merged text."),
     Tool("retriever_delete", "Delete documents", m.DeleteRequest, DELETE,
          "Delete documents by id and/or by filter (the filter language of the search tools).", writes=True),
     Tool("retriever_list_collections", "List collections", m.ListCollectionsRequest, READ,
