@@ -60,8 +60,8 @@ def test_chunk_records_keep_fields_and_link_parents() -> None:
                                  split_hierarchy(text, "word", [4, 2]), "d1"))
     assert [r["id"] for r in records] == ["d1:0", "d1:1", "d1:2"]
     assert records[1] == {"year": 2020, "id": "d1:1", "contents": "one two", "source_id": "d1", "split_id": 1,
-                          "start": 0, "end": 7, "level": 1, "parent_id": "d1:0"}
-    assert records[0]["parent_id"] is None
+                          "start": 0, "end": 7, "level": 1, "parent_id": "d1:0", "children": 0}
+    assert records[0]["parent_id"] is None and records[0]["children"] == 2
 
 
 def test_markdown_and_html(tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_a_corpus_of_long_documents_is_chunked(tmp_path: Path) -> None:
     (hit,) = e.bm25_search("sailors", 1)[0]
     assert hit.id == "tides:2" and hit.text == "Neap tides are weaker. Sailors read tide tables."
     assert hit.metadata == {"year": 2020, "source_id": "tides", "split_id": 2, "start": 59, "end": 107, "level": 0,
-                            "parent_id": None}
+                            "parent_id": None, "children": 0}
     assert e.search("what do bees make", 1)[0][0].id == "bees:0"
     first = e.docs.path
     cfg = yaml.safe_load(config.read_text())
@@ -195,3 +195,27 @@ def test_ingest_search_windows_neighbors_reingest_delete(tmp_path: Path) -> None
     assert "outside" in mcp.error("retriever_ingest", {"path": "/etc/hostname"})
     assert "source_id" in mcp.error("retriever_ingest", {"text": "no id"})
     assert "one of them" in mcp.error("retriever_ingest", {})
+
+
+@pytest.mark.parametrize(("threshold", "expected"), [
+    pytest.param(0.5, ["t:0"], id="both-children-hit-parent-replaces"),
+    pytest.param(None, ["t:1", "t:2"], id="off"),
+])
+def test_auto_merging(tmp_path: Path, threshold: float | None, expected: list[str]) -> None:
+    from conftest import MCP, engine_for, write_project
+
+    config = write_project(tmp_path / "p", chunking={"by": "sentence", "levels": [4, 2]}, backend="bm25")
+    mcp = MCP(engine_for(config))
+    mcp.ok("retriever_init", {})
+    mcp.ok("bm25_index", {})
+    text = ("Volcanoes erupt lava. Volcanoes build islands. Volcanoes emit ash. Volcanoes warm springs. "
+            "Rivers carve canyons. Rivers carry silt. Rivers flood plains. Rivers feed deltas.")
+    ids = mcp.ok("retriever_ingest", {"text": text, "source_id": "t"})["ids"]
+    assert ids == ["t:0", "t:1", "t:2", "t:3", "t:4", "t:5"]  # two parents of four sentences, each with two children
+    leaves = {"field": "meta.level", "operator": "==", "value": 1}
+    got = mcp.ok("bm25_search", {"query_list": ["volcanoes"], "top_k": 5, "filters": leaves, "auto_merge": threshold,
+                                 "return_metadata": True})
+    assert sorted(got["ret_ids"][0]) == expected
+    if threshold is not None:
+        assert sorted(got["ret_meta"][0][0]["merged_ids"]) == ["t:1", "t:2"]
+        assert got["ret_psg"][0][0] == "Volcanoes erupt lava. Volcanoes build islands. Volcanoes emit ash. Volcanoes warm springs."

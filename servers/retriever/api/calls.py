@@ -135,12 +135,17 @@ HITS: dict[type[Request], Callable[[Retriever, Any], Hits]] = {
 
 
 def windowed(engine: Retriever, r: Any, hits: Hits) -> Hits:
-    """Each hit with the `window` chunks around it (documents/windows.py), if asked."""
-    if not r.window:
+    """Hits through the document stages asked for: auto-merging (documents/merging.py), then each
+    hit with the `window` chunks around it (documents/windows.py)."""
+    if not r.window and r.auto_merge is None:
         return hits
+    from ..documents.merging import auto_merge
     from ..documents.windows import with_windows
 
-    return with_windows(engine.searched("window", getattr(r, "collection_name", None)).collection, hits, r.window)
+    collection = engine.searched("window", getattr(r, "collection_name", None)).collection
+    if r.auto_merge is not None:
+        hits = auto_merge(collection, hits, r.auto_merge)
+    return with_windows(collection, hits, r.window) if r.window else hits
 
 
 def hits_reply(engine: Retriever, r: SearchRequest | BM25SearchRequest, hits: Hits) -> Payload:

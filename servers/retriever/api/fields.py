@@ -129,3 +129,6 @@ Around = Annotated[int, Field(ge=0, le=100, description="How many chunks before 
 Window = Annotated[int, Field(
     ge=0, le=20, description="Per hit, also the `window` chunks before and after it in its document, merged into "
     "one text without repeated overlaps (ret_meta gets window_ids). 0 = the hit alone. Default: 0.")]
+AutoMerge = Annotated[Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] | None, Field(
+    description="Auto-merging for hierarchical chunks: when more than this share of a parent's children are hits, "
+    "the parent replaces them (repeated up the levels). null = off. Default: null.")]

@@ -12,6 +12,7 @@ from ..errors import InvalidInputError
 from .fields import (
     RRFK,
     Around,
+    AutoMerge,
     Backend,
     BackendConfigs,
     BatchQueries,
@@ -151,6 +152,7 @@ class _Reply(Request):
     """How the hits come back: text, metadata, paging and the reply budget (api/replies.py)."""
 
     window: Window = 0
+    auto_merge: AutoMerge = None
     return_text: ReturnText = True
     return_metadata: ReturnMetadata = False
     offset: Offset = 0
