@@ -195,6 +195,8 @@ def test_ingest_search_windows_neighbors_reingest_delete(tmp_path: Path) -> None
     assert "outside" in mcp.error("retriever_ingest", {"path": "/etc/hostname"})
     assert "source_id" in mcp.error("retriever_ingest", {"text": "no id"})
     assert "one of them" in mcp.error("retriever_ingest", {})
+    err = mcp.error("retriever_fanout_search", {"query_list": ["x"], "collections": [""], "window": 1})
+    assert "one collection" in err
 
 
 @pytest.mark.parametrize(("threshold", "expected"), [

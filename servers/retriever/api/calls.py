@@ -185,6 +185,8 @@ def multi_query_search(engine: Retriever, r: MultiQuerySearchRequest) -> Payload
 
 
 def fanout_search(engine: Retriever, r: FanoutSearchRequest) -> Payload:
+    if r.window or r.auto_merge is not None:
+        raise InvalidInputError("retriever_fanout_search: window and auto_merge apply to searches of one collection")
     hits, errors = engine.fanout_search(r.query_list, r.collections, top_k=depth(engine, r), mode=r.mode,
                                         query_instruction=r.query_instruction, candidate_depth=r.candidate_depth,
                                         **r.options(*SCORES))
