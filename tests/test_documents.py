@@ -60,8 +60,8 @@ def test_chunk_records_keep_fields_and_link_parents() -> None:
                                  split_hierarchy(text, "word", [4, 2]), "d1"))
     assert [r["id"] for r in records] == ["d1:0", "d1:1", "d1:2"]
     assert records[1] == {"year": 2020, "id": "d1:1", "contents": "one two", "source_id": "d1", "split_id": 1,
-                          "start": 0, "end": 7, "level": 1, "parent_id": "d1:0", "children": 0}
-    assert records[0]["parent_id"] is None and records[0]["children"] == 2
+                          "start": 0, "end": 7, "level": 1, "parent_id": "d1:0", "children_ids": []}
+    assert records[0]["parent_id"] is None and records[0]["children_ids"] == ["d1:1", "d1:2"]
 
 
 def test_markdown_and_html(tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_a_corpus_of_long_documents_is_chunked(tmp_path: Path) -> None:
     (hit,) = e.bm25_search("sailors", 1)[0]
     assert hit.id == "tides:2" and hit.text == "Neap tides are weaker. Sailors read tide tables."
     assert hit.metadata == {"year": 2020, "source_id": "tides", "split_id": 2, "start": 59, "end": 107, "level": 0,
-                            "parent_id": None, "children": 0}
+                            "parent_id": None, "children_ids": []}
     assert e.search("what do bees make", 1)[0][0].id == "bees:0"
     first = e.docs.path
     cfg = yaml.safe_load(config.read_text())

@@ -1,7 +1,7 @@
 """Auto-merging (Haystack's AutoMergingRetriever rule): when more than `threshold` of a parent
 chunk's children are among the hits, the parent replaces them, at the place of its best child
 and with its score; repeated up the hierarchy until nothing merges. Parents are found by id
-(O(1)); each chunk knows how many children it has (documents/split.py)."""
+(O(1)); each chunk lists its children's ids (documents/split.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def merge_once(collection: Collection, hits: list[Hit], threshold: float) -> tup
         if row is None:
             continue
         parent = collection.get(row)
-        total = parent.metadata.get("children") or 0
+        total = len(parent.metadata.get("children_ids") or ())
         if total and len(children) / total > threshold:
             merged[parent_id] = Hit(row, parent_id, parent.text, max(c.score for c in children),
                                     {**parent.metadata, "merged_ids": [c.id for c in children]},

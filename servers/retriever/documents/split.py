@@ -4,8 +4,8 @@ units shared with the previous chunk; and a hierarchy (Haystack's hierarchical s
 of `levels[0]` units, each split into chunks of `levels[1]`, ... with parent and level.
 
 A chunk record (`chunk_records`) keeps the document's fields and adds `source_id`, `split_id`,
-`start`, `end` (offsets in the document's text), `level`, `parent_id` and `children` (how many
-chunks have it as parent); its id is
+`start`, `end` (offsets in the document's text), `level`, `parent_id` and `children_ids`; its
+id is
 `<source id>:<split id>`."""
 
 from __future__ import annotations
@@ -101,11 +101,11 @@ def chunks_of(text: str, cfg: ChunkingConfig) -> list[Chunk]:
 def chunk_records(record: dict[str, Any], text: str, chunks: Sequence[Chunk], source_id: str) -> Iterator[dict[str, Any]]:
     """The corpus records of a document's chunks: its own fields, the chunk's text and position."""
     fields = {k: v for k, v in record.items() if k not in ("id", "_id", "contents", "text", "title")}
-    children = [0] * len(chunks)
-    for c in chunks:
+    children: list[list[str]] = [[] for _ in chunks]
+    for n, c in enumerate(chunks):
         if c.parent is not None:
-            children[c.parent] += 1
+            children[c.parent].append(f"{source_id}:{n}")
     for n, c in enumerate(chunks):
         yield {**fields, "id": f"{source_id}:{n}", "contents": text[c.start : c.end], "source_id": source_id,
                "split_id": n, "start": c.start, "end": c.end, "level": c.level,
-               "parent_id": None if c.parent is None else f"{source_id}:{c.parent}", "children": children[n]}
+               "parent_id": None if c.parent is None else f"{source_id}:{c.parent}", "children_ids": children[n]}
