@@ -26,6 +26,9 @@ import httpx
 import psutil
 from report import ROOT, SCIFACT, scifact_queries, write_section
 
+sys.path.insert(0, str(ROOT / "tests"))
+from embedding_servers import free_port  # noqa: E402  (the tests' helper)
+
 BIN = Path(sys.executable).parent
 OUT = ROOT / "index" / "scifact"
 SETS = [f"corpus_path={SCIFACT / 'corpus.jsonl'}", f"embedding_path={OUT / 'embedding.npy'}",
@@ -36,14 +39,6 @@ MODES = ("dense", "bm25", "hybrid")
 def cli(*args: str, sets: list[str] = SETS) -> list[str]:
     return [str(BIN / "retriever"), "--log-level", "WARNING", *args, "--config", str(ROOT / "parameter.yaml"),
             *[a for s in sets for a in ("--set", s)]]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PeakRSS:

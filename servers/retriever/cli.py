@@ -52,11 +52,10 @@ def _ultrarag_engine(args: argparse.Namespace) -> Any:
     from .engine import Retriever
     from .pipeline.ultrarag import ultrarag_overrides
 
-    cwd = Path.cwd()
-    sets = parse_sets(args.set)
-    given = load_config(args.config, sets, base_dir=cwd)
+    cwd, sets = Path.cwd(), parse_sets(args.set)
+    given = load_config(args.config, sets, base_dir=cwd)  # read once; --set stays over UltraRAG's meanings
     overrides = ultrarag_overrides(cwd, given.index_backend, given.security.allowed_paths)
-    engine = Retriever(load_config(args.config, deep_merge(overrides, sets), base_dir=cwd), cwd)
+    engine = Retriever(given.with_overrides(deep_merge(overrides, sets), cwd), cwd)
     engine.ultrarag = True
     return engine
 
@@ -126,7 +125,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from .pipeline.runner import run_pipeline
 
-    result = asyncio.run(run_pipeline(args.pipeline, args.param, args.output))
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    result = asyncio.run(run_pipeline(args.pipeline, args.param, args.output, progress))
     print(json.dumps({"output": result["output"], "seconds": result["seconds"], "steps": len(result["steps"]),
                       "variables": sorted(result["variables"])}, indent=2))
     return 0

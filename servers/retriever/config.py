@@ -18,7 +18,6 @@ from pydantic import (
     AliasChoices,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -27,33 +26,22 @@ from pydantic import (
     model_validator,
 )
 
+from .config_base import ResolvedPath, Section, none_as_empty
+from .config_serving import (
+    ChunkingConfig,
+    DeployConfig,
+    LimitsConfig,
+    RemoteConfig,
+    ReplyConfig,
+    SecurityConfig,
+)
 from .errors import ConfigError
 from .indexes.milvus_config import MilvusConfig
 
 MINILM_ALIASES = {"", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
 
-def _resolve(value: Path, info: ValidationInfo) -> Path:
-    base = (info.context or {}).get("base_dir")
-    if base is not None and not value.is_absolute():
-        value = Path(base) / value
-    return value
-
-
-ResolvedPath = Annotated[Path, AfterValidator(_resolve)]
-
-
-def _none_as_empty(value: Any) -> Any:
-    """A section written as `key:` with nothing under it (YAML null) takes its defaults."""
-    return {} if value is None else value
-
-
-class _Model(BaseModel):
-    # allow_inf_nan=False: NaN or infinity in any float (YAML or tool argument) is an error
-    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
-
-
-class STEncode(_Model):
+class STEncode(Section):
     normalize_embeddings: bool = True
     encode_chunk_size: int = Field(2048, ge=1)
     q_prompt_name: str | None = "query"
@@ -62,7 +50,7 @@ class STEncode(_Model):
     psg_task: str | None = None
 
 
-class STConfig(_Model):
+class STConfig(Section):
     trust_remote_code: bool = False
     # bf16: bfloat16 weights and activations (about 2-3x faster on CPUs with AMX / AVX512-BF16,
     # same SciFact nDCG@10 within 0.005, see bench/RESULTS.md); fp32 elsewhere.
@@ -70,7 +58,7 @@ class STConfig(_Model):
     sentence_transformers_encode: STEncode = STEncode()
 
 
-class HTTPEmbedConfig(_Model):
+class HTTPEmbedConfig(Section):
     """What every backend that embeds through an OpenAI-compatible /embeddings endpoint shares."""
 
     api_key: SecretStr | None = None  # empty: $RETRIEVER_API_KEY, then $OPENAI_API_KEY; never logged
@@ -96,7 +84,7 @@ class InfinityConfig(HTTPEmbedConfig):
     device: str | None = None
 
 
-class BM25Config(_Model):
+class BM25Config(Section):
     lang: Literal["en", "zh"] = "en"
     tokenizer: Literal["auto", "default", "jieba", "character"] = "auto"  # auto: jieba for zh, default otherwise
     save_path: ResolvedPath = Path("index/bm25")
@@ -105,21 +93,21 @@ class BM25Config(_Model):
     b: float = Field(0.75, ge=0, le=1)
 
 
-class BackendConfigs(_Model):
+class BackendConfigs(Section):
     sentence_transformers: STConfig = STConfig()
     bm25: BM25Config = BM25Config()
     openai: OpenAIConfig = OpenAIConfig()
     infinity: InfinityConfig = InfinityConfig()
 
 
-class FaissConfig(_Model):
+class FaissConfig(Section):
     index_factory: str = "Flat"  # a FAISS index_factory string with inner product: Flat (exact), HNSW32, IVF1024,Flat...
     index_use_gpu: bool = False
     index_chunk_size: int = Field(10000, ge=1)
     index_path: ResolvedPath = Path("index/faiss")
 
 
-class IndexBackendConfigs(_Model):
+class IndexBackendConfigs(Section):
     faiss: FaissConfig = FaissConfig()
     milvus: MilvusConfig = MilvusConfig()
 
@@ -133,7 +121,7 @@ class IndexBackendConfigs(_Model):
         return value.model_copy(update={"uri": str(Path(base) / value.uri)})
 
 
-class HybridConfig(_Model):
+class HybridConfig(Section):
     """Dense + BM25 fusion (an extension of the UltraRAG keys)."""
 
     fusion: Literal["rrf", "convex"] = "rrf"
@@ -161,7 +149,7 @@ class CollectionPaths:
     docs: Path  # the change log: documents added and deleted since the corpus file
 
 
-class WebProviderConfig(_Model):
+class WebProviderConfig(Section):
     """What every web search provider takes. The key may also come from the provider's env variable."""
 
     api_key: SecretStr | None = None  # never shown in logs, errors or results
@@ -192,7 +180,7 @@ class ZhipuAIConfig(WebProviderConfig):
     content_size: Literal["medium", "high"] = "medium"
 
 
-class WebsearchConfigs(_Model):
+class WebsearchConfigs(Section):
     exa: ExaConfig = ExaConfig()
     tavily: TavilyConfig = TavilyConfig()
     zhipuai: ZhipuAIConfig = ZhipuAIConfig()
@@ -201,81 +189,7 @@ class WebsearchConfigs(_Model):
 WebProvider = Literal["exa", "tavily", "zhipuai"]
 
 
-class HTTPSecurity(_Model):
-    """`retriever serve --transport http`: who may call, from where (see README, Security)."""
-
-    tokens_env: str = "RETRIEVER_HTTP_TOKENS"  # bearer tokens, comma-separated; several allow rotation
-    tokens_file: ResolvedPath | None = None  # or a file with one token per line
-    allowed_hosts: list[str] = []  # Host header values besides loopback names and the bind address
-    allowed_origins: list[str] = []  # browser origins besides http(s)://localhost / 127.0.0.1 on any port
-    client_init: bool = False  # true: HTTP clients may call retriever_init with settings other than these
-
-
-class SecurityConfig(_Model):
-    """What a client (a tool call) may reach. The operator (this file, the command line) is trusted."""
-
-    allowed_paths: list[ResolvedPath] = []  # roots for paths in tool calls, besides this file's folder and
-    #                                         the index folders configured here
-    client_endpoints: bool = False  # true: tool calls may set URLs, URIs, tokens and keys
-    read_only: bool = False  # true: the write tools (embed, index, add, delete, ...) are not served
-    http: HTTPSecurity = HTTPSecurity()
-
-
-class ReplyConfig(_Model):
-    """How big one tool reply may be (agent hosts cap a reply at about 25k tokens)."""
-
-    max_bytes: int = Field(100_000, ge=0)  # JSON bytes of hits per reply; 0 = no budget (pipelines). Over HTTP
-    #                                        never above HTTP_EVENT_BYTES, what the stock client accepts
-    max_chars: int = Field(0, ge=0)  # per passage; 0 = whole passages
-
-
-class LimitsConfig(_Model):
-    """Bounds on one call, whoever makes it."""
-
-    max_queries: int = Field(10000, ge=1)  # queries in one call (all groups of a batch together)
-    max_results: int = Field(2_000_000, ge=1)  # queries x depth (top_k, or candidate_depth for fused searches)
-    max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # the JSON of one call's arguments
-    max_documents: int = Field(10000, ge=1)  # documents in one retriever_add
-
-
-class ChunkingConfig(_Model):
-    """Long documents cut into chunks when the corpus is opened (documents/split.py); the chunks
-    are the collection's documents: ids `<doc id>:<n>`, the document's fields kept."""
-
-    by: Literal["none", "sentence", "word", "passage"] = "none"
-    length: int = Field(200, ge=1)  # units (sentences, words, passages) per chunk
-    overlap: int = Field(0, ge=0)  # units shared with the previous chunk
-    levels: list[Annotated[int, Field(ge=1)]] = []  # a hierarchy instead: decreasing sizes, e.g. [512, 128, 32]
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ChunkingConfig:
-        if self.by == "none" and (self.levels or self.overlap):
-            raise ValueError("chunking: set `by` (sentence, word or passage) to use length, overlap or levels")
-        if self.overlap >= self.length:
-            raise ValueError(f"chunking: overlap ({self.overlap}) must be below length ({self.length})")
-        return self
-
-
-class DeployConfig(_Model):
-    """`retriever deploy`: the shared HTTP service (service/). Queries that arrive while a batch is
-    being searched wait and are searched together in the next one."""
-
-    max_batch: int = Field(64, ge=1)  # queries searched together (a larger request runs alone)
-    max_wait_ms: float = Field(5.0, ge=0, le=1000)  # under load: how long a batch waits for the last batch's size
-    max_queue: int = Field(256, ge=1)  # requests waiting; past it: 503 with Retry-After
-    request_timeout: float = Field(60.0, gt=0)  # seconds a request may wait and run; then 504, its work dropped
-
-
-class RemoteConfig(_Model):
-    """retriever_deploy_search: the client of a deployed retriever at `retriever_url`."""
-
-    token: str | None = None  # the bearer token; or from the environment variable below
-    token_env: str = "RETRIEVER_REMOTE_TOKEN"
-    timeout: float = Field(60.0, gt=0)  # seconds per request
-    max_retries: int = Field(3, ge=0)  # for connection errors, 429 and 5xx (backoff with jitter, Retry-After)
-
-
-class Config(_Model):
+class Config(Section):
     model_name_or_path: str = ""
     # null or "": no corpus file, a collection filled by retriever_add
     corpus_path: Annotated[ResolvedPath | None, BeforeValidator(lambda v: None if v == "" else v)] = Path(
@@ -301,13 +215,13 @@ class Config(_Model):
     is_demo: bool = False
     # Web search (active): retriever_websearch's default provider and each provider's options.
     websearch_backend: WebProvider | None = None
-    websearch_backend_configs: Annotated[WebsearchConfigs, BeforeValidator(_none_as_empty)] = WebsearchConfigs()
-    security: Annotated[SecurityConfig, BeforeValidator(_none_as_empty)] = SecurityConfig()
-    limits: Annotated[LimitsConfig, BeforeValidator(_none_as_empty)] = LimitsConfig()
-    reply: Annotated[ReplyConfig, BeforeValidator(_none_as_empty)] = ReplyConfig()
-    chunking: Annotated[ChunkingConfig, BeforeValidator(_none_as_empty)] = ChunkingConfig()
-    deploy: Annotated[DeployConfig, BeforeValidator(_none_as_empty)] = DeployConfig()
-    remote: Annotated[RemoteConfig, BeforeValidator(_none_as_empty)] = RemoteConfig()
+    websearch_backend_configs: Annotated[WebsearchConfigs, BeforeValidator(none_as_empty)] = WebsearchConfigs()
+    security: Annotated[SecurityConfig, BeforeValidator(none_as_empty)] = SecurityConfig()
+    limits: Annotated[LimitsConfig, BeforeValidator(none_as_empty)] = LimitsConfig()
+    reply: Annotated[ReplyConfig, BeforeValidator(none_as_empty)] = ReplyConfig()
+    chunking: Annotated[ChunkingConfig, BeforeValidator(none_as_empty)] = ChunkingConfig()
+    deploy: Annotated[DeployConfig, BeforeValidator(none_as_empty)] = DeployConfig()
+    remote: Annotated[RemoteConfig, BeforeValidator(none_as_empty)] = RemoteConfig()
 
     @model_validator(mode="after")
     def _demo_needs_milvus(self) -> Config:

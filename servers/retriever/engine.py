@@ -255,38 +255,12 @@ class Retriever:
 
     def ingest(self, source_id: str, text: str, metadata: dict[str, Any] | None = None,
                progress: bool = False) -> dict[str, Any]:
-        """A document cut into chunks (the `chunking` settings; one chunk if `by` is none), added
-        as `<source_id>:<n>` and searchable at once. Ingesting a source again replaces its
-        chunks: the new ones are written first, then the left-over old ones deleted, so a crash
-        in between never loses the document."""
-        from .documents.split import chunk_records, chunks_of
+        """A document cut into chunks and added as `<source_id>:<n>` (documents/ingest.py)."""
+        from .documents.ingest import ingest
 
-        if not source_id or ":" in source_id:
-            raise InvalidInputError(f"retriever_ingest: source_id must be non-empty without ':', got {source_id!r}")
         with self._writing("retriever_ingest") as s:
-            chunks = chunks_of(text, s.config.chunking)
-            if not chunks:
-                raise InvalidInputError(f"retriever_ingest: {source_id!r} has no text")
-            docs = parse_documents(list(chunk_records(dict(metadata or {}), text, chunks, source_id)))
-            old = {s.collection.ids[r] for r in np.flatnonzero(s.collection.mask(parse_filter(
-                {"field": "meta.source_id", "operator": "==", "value": source_id}))).tolist()}
-            self.session, report = changes.add(s, docs, progress)
-            stale = sorted(old - {d.id for d in docs})
-            if stale:
-                self.session, _ = changes.delete(self.session, stale, None, progress)
-            return {"source_id": source_id, "ids": [d.id for d in docs], "replaced": report["replaced"],
-                    "removed": len(stale), "documents": len(self.session.collection)}
-
-    def neighbors(self, doc_id: str, before: int = 1, after: int = 1) -> dict[str, Any]:
-        """A chunk and the chunks around it in its document, merged without repeated overlaps."""
-        from .documents.windows import merge, neighbours
-
-        s = self.need("retriever_get_neighbors")
-        row = s.collection.row_of.get(doc_id)
-        if row is None:
-            raise InvalidInputError(f"retriever_get_neighbors: no document {doc_id!r}")
-        around = neighbours(s.collection, s.collection.get(row), before, after)
-        return {"ids": [d.id for d in around], "texts": [d.text for d in around], "merged": merge(around)}
+            self.session, report = ingest(s, source_id, text, metadata or {}, progress)
+            return report
 
     def delete(self, ids: Sequence[str] | None = None, filters: dict[str, Any] | None = None,
                progress: bool = False) -> dict[str, Any]:

@@ -51,8 +51,7 @@ def token(cfg: Config) -> str | None:
     return cfg.remote.token or os.environ.get(cfg.remote.token_env) or None
 
 
-def deploy_search(cfg: Config, url: str, payload: dict[str, Any],
-                  sleep: Any = time.sleep) -> dict[str, Any]:
+def deploy_search(cfg: Config, url: str, payload: dict[str, Any]) -> dict[str, Any]:
     """The service's reply to `payload`; a RemoteError naming the URL and status if it still
     fails after `remote.max_retries` retries."""
     secret = token(cfg)
@@ -77,7 +76,7 @@ def deploy_search(cfg: Config, url: str, payload: dict[str, Any],
             retry += 1
             log.warning("retriever_deploy_search: %s: %s; retry %d/%d in %.2f s", url, failure, retry,
                         cfg.remote.max_retries, wait)
-            sleep(wait)
+            time.sleep(wait)
 
 
 def _failure(response: httpx.Response, secret: str | None) -> str | None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,14 @@ from .servers import Server, make_server
 log = logging.getLogger("retriever.pipeline")
 
 
+Progress = Callable[[str], None]
+
+
 @dataclass
 class Run:
     pipeline: Pipeline
     servers: dict[str, Server]
+    progress: Progress
     variables: dict[str, Any] = field(default_factory=dict)
     timings: list[dict[str, Any]] = field(default_factory=list)
     count: int = 0
@@ -162,14 +166,14 @@ async def run_call(r: Run, step: Call) -> None:
     io = server.tools[step.tool]
     args = _arguments(r, server, io, step)
     t = time.perf_counter()
-    print(f"[step {r.count}] {step.name} (line {step.line})", file=sys.stderr, flush=True)
+    r.progress(f"[step {r.count}] {step.name} (line {step.line})")
     try:
         reply = await server.call(step.tool, args)
     except Exception as e:
         raise StepError(f"step {r.count} ({step.name}, {r.pipeline.path}:{step.line}) failed: {e}") from e
     seconds = time.perf_counter() - t
     r.timings.append({"step": r.count, "name": step.name, "line": step.line, "seconds": round(seconds, 3)})
-    print(f"[step {r.count}] {step.name} done in {seconds:.2f} s", file=sys.stderr, flush=True)
+    r.progress(f"[step {r.count}] {step.name} done in {seconds:.2f} s")
     _keep(r, server, io, step, reply)
 
 
@@ -209,7 +213,9 @@ def load_params(path: Path | None) -> dict[str, dict[str, Any]]:
     return data
 
 
-async def run_pipeline(path: Path, params_file: Path | None = None, output: Path | None = None) -> dict[str, Any]:
+async def run_pipeline(path: Path, params_file: Path | None = None, output: Path | None = None,
+                       progress: Progress = log.info) -> dict[str, Any]:
+    """Check and run the pipeline at `path`; each step's start and end go to `progress`."""
     pipeline = load_pipeline(path)
     base = path.resolve().parent
     servers = {alias: make_server(alias, spec, base) for alias, spec in pipeline.servers.items()}
@@ -225,7 +231,7 @@ async def run_pipeline(path: Path, params_file: Path | None = None, output: Path
         problems = check(pipeline, servers)
         if problems:
             raise ConfigError("the pipeline is not valid:\n  " + "\n  ".join(problems))
-        r = Run(pipeline, servers)
+        r = Run(pipeline, servers, progress)
         t = time.perf_counter()
         await run_steps(r, pipeline.steps)
         result = {"pipeline": str(path), "seconds": round(time.perf_counter() - t, 3), "steps": r.timings,

@@ -1,0 +1,84 @@
+"""parameter.yaml's sections for serving clients: who may call (security), how big a reply and a
+call may be (reply, limits), chunking, the deployed service and its client (deploy, remote)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from .config_base import ResolvedPath, Section
+
+
+class HTTPSecurity(Section):
+    """`retriever serve --transport http`: who may call, from where (see README, Security)."""
+
+    tokens_env: str = "RETRIEVER_HTTP_TOKENS"  # bearer tokens, comma-separated; several allow rotation
+    tokens_file: ResolvedPath | None = None  # or a file with one token per line
+    allowed_hosts: list[str] = []  # Host header values besides loopback names and the bind address
+    allowed_origins: list[str] = []  # browser origins besides http(s)://localhost / 127.0.0.1 on any port
+    client_init: bool = False  # true: HTTP clients may call retriever_init with settings other than these
+
+
+class SecurityConfig(Section):
+    """What a client (a tool call) may reach. The operator (this file, the command line) is trusted."""
+
+    allowed_paths: list[ResolvedPath] = []  # roots for paths in tool calls, besides this file's folder and
+    #                                         the index folders configured here
+    client_endpoints: bool = False  # true: tool calls may set URLs, URIs, tokens and keys
+    read_only: bool = False  # true: the write tools (embed, index, add, delete, ...) are not served
+    http: HTTPSecurity = HTTPSecurity()
+
+
+class ReplyConfig(Section):
+    """How big one tool reply may be (agent hosts cap a reply at about 25k tokens)."""
+
+    max_bytes: int = Field(100_000, ge=0)  # JSON bytes of hits per reply; 0 = no budget (pipelines). Over HTTP
+    #                                        never above HTTP_EVENT_BYTES, what the stock client accepts
+    max_chars: int = Field(0, ge=0)  # per passage; 0 = whole passages
+
+
+class LimitsConfig(Section):
+    """Bounds on one call, whoever makes it."""
+
+    max_queries: int = Field(10000, ge=1)  # queries in one call (all groups of a batch together)
+    max_results: int = Field(2_000_000, ge=1)  # queries x depth (top_k, or candidate_depth for fused searches)
+    max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # the JSON of one call's arguments
+    max_documents: int = Field(10000, ge=1)  # documents in one retriever_add
+
+
+class ChunkingConfig(Section):
+    """Long documents cut into chunks when the corpus is opened (documents/split.py); the chunks
+    are the collection's documents: ids `<doc id>:<n>`, the document's fields kept."""
+
+    by: Literal["none", "sentence", "word", "passage"] = "none"
+    length: int = Field(200, ge=1)  # units (sentences, words, passages) per chunk
+    overlap: int = Field(0, ge=0)  # units shared with the previous chunk
+    levels: list[Annotated[int, Field(ge=1)]] = []  # a hierarchy instead: decreasing sizes, e.g. [512, 128, 32]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ChunkingConfig:
+        if self.by == "none" and (self.levels or self.overlap):
+            raise ValueError("chunking: set `by` (sentence, word or passage) to use length, overlap or levels")
+        if self.overlap >= self.length:
+            raise ValueError(f"chunking: overlap ({self.overlap}) must be below length ({self.length})")
+        return self
+
+
+class DeployConfig(Section):
+    """`retriever deploy`: the shared HTTP service (service/). Queries that arrive while a batch is
+    being searched wait and are searched together in the next one."""
+
+    max_batch: int = Field(64, ge=1)  # queries searched together (a larger request runs alone)
+    max_wait_ms: float = Field(5.0, ge=0, le=1000)  # under load: how long a batch waits for the last batch's size
+    max_queue: int = Field(256, ge=1)  # requests waiting; past it: 503 with Retry-After
+    request_timeout: float = Field(60.0, gt=0)  # seconds a request may wait and run; then 504, its work dropped
+
+
+class RemoteConfig(Section):
+    """retriever_deploy_search: the client of a deployed retriever at `retriever_url`."""
+
+    token: str | None = None  # the bearer token; or from the environment variable below
+    token_env: str = "RETRIEVER_REMOTE_TOKEN"
+    timeout: float = Field(60.0, gt=0)  # seconds per request
+    max_retries: int = Field(3, ge=0)  # for connection errors, 429 and 5xx (backoff with jitter, Retry-After)

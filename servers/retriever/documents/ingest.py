@@ -1,0 +1,35 @@
+"""A document into a collection as chunks: cut by the `chunking` settings (one chunk if `by` is
+none), added as `<source_id>:<n>` through the change log (changes.py), searchable at once.
+Ingesting a source again replaces its chunks: the new ones are written first, then the left-over
+old ones deleted, so a crash in between never loses the document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import changes
+from ..collection import parse_documents
+from ..errors import InvalidInputError
+from ..filters import parse as parse_filter
+from ..session import Session
+from .split import chunk_records, chunks_of
+
+
+def ingest(s: Session, source_id: str, text: str, metadata: dict[str, Any],
+           progress: bool) -> tuple[Session, dict[str, Any]]:
+    if not source_id or ":" in source_id:
+        raise InvalidInputError(f"retriever_ingest: source_id must be non-empty without ':', got {source_id!r}")
+    chunks = chunks_of(text, s.config.chunking)
+    if not chunks:
+        raise InvalidInputError(f"retriever_ingest: {source_id!r} has no text")
+    docs = parse_documents(list(chunk_records(metadata, text, chunks, source_id)))
+    same_source = parse_filter({"field": "meta.source_id", "operator": "==", "value": source_id})
+    old = {s.collection.ids[r] for r in np.flatnonzero(s.collection.mask(same_source)).tolist()}
+    s, report = changes.add(s, docs, progress)
+    stale = sorted(old - {d.id for d in docs})
+    if stale:
+        s, _ = changes.delete(s, stale, None, progress)
+    return s, {"source_id": source_id, "ids": [d.id for d in docs], "replaced": report["replaced"],
+               "removed": len(stale), "documents": len(s.collection)}
