@@ -74,8 +74,8 @@ def run_and_kill(target: Any, config: Path, delay: float) -> None:
     proc.join()
 
 
-def engine_for(config_path: Path) -> Retriever:
-    return Retriever(load_config(config_path), config_path.parent)
+def engine_for(config_path: Path, overrides: dict[str, Any] | None = None) -> Retriever:
+    return Retriever(load_config(config_path, overrides), config_path.parent)
 
 
 @pytest.fixture

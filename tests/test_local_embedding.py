@@ -22,8 +22,9 @@ def passages() -> list[str]:
 
 
 def test_bf16_vectors_match_fp32(passages: list[str]) -> None:
-    fp32 = build_embedder(Config())
-    bf16 = build_embedder(Config.model_validate({"backend_configs": {"sentence_transformers": {"precision": "bf16"}}}))
+    fp32 = build_embedder(Config.model_validate({"backend_configs": {"sentence_transformers": {"runtime": "torch"}}}))
+    bf16 = build_embedder(Config.model_validate({"backend_configs": {"sentence_transformers": {
+        "runtime": "torch", "precision": "bf16"}}}))
     a, b = fp32.encode_passages(passages[:8]), bf16.encode_passages(passages[:8])
     assert b.dtype == np.float32 and b.shape == a.shape
     assert (a * b).sum(1).min() >= 0.995
@@ -51,7 +52,8 @@ def test_a_query_is_answered_while_the_corpus_is_being_embedded(passages: list[s
 
 
 def test_pieces_give_the_same_vectors_as_one_call(passages: list[str]) -> None:
-    emb = build_embedder(Config.model_validate({"batch_size": 4}))
+    emb = build_embedder(Config.model_validate({"batch_size": 4, "backend_configs": {"sentence_transformers": {
+        "runtime": "torch"}}}))
     texts = passages[:40]  # 3 pieces of 16
     whole = emb.model.encode(texts, batch_size=4, normalize_embeddings=True, convert_to_numpy=True)
     np.testing.assert_allclose(emb.encode_passages(texts), whole, atol=1e-5)

@@ -177,12 +177,12 @@ def test_searches_keep_answering_while_the_index_is_rebuilt(built) -> None:
     assert set(answers) == {"doc07"}
 
 
-def test_torch_and_faiss_run_on_one_compute_thread(built) -> None:
+def test_the_model_and_faiss_run_on_one_compute_thread(built) -> None:
     import threading
 
     seen = set()
-    encode = built.embedder.model.encode
-    built.embedder.model.encode = lambda *a, **k: seen.add(threading.current_thread().name) or encode(*a, **k)
+    run = built.embedder._run
+    built.embedder._run = lambda *a, **k: seen.add(threading.current_thread().name) or run(*a, **k)
     built.search(["black holes"], top_k=1)
     built.search(["tides"], top_k=1)
     assert len(seen) == 1 and next(iter(seen)).startswith("retriever-compute")

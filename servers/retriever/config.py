@@ -50,11 +50,22 @@ class STEncode(Section):
     psg_task: str | None = None
 
 
+Runtime = Literal["auto", "torch", "onnx", "openvino", "static"]
+Precision = Literal["auto", "fp32", "bf16", "int8"]
+
+
 class STConfig(Section):
     trust_remote_code: bool = False
-    # bf16: bfloat16 weights and activations (about 2-3x faster on CPUs with AMX / AVX512-BF16,
-    # same SciFact nDCG@10 within 0.005, see bench/RESULTS.md); fp32 elsewhere.
-    precision: Literal["fp32", "bf16"] = "fp32"
+    # auto: the fastest variant that keeps quality (bench/RESULTS.md, "Embedding runtimes"):
+    # OpenVINO bf16 on CPUs with AMX / AVX512-BF16, torch fp32 elsewhere; the reason is logged and
+    # shown by retriever_init. onnx and openvino run a graph exported once from the model into
+    # cache_dir; static is a model2vec model distilled once from it (much faster, lower quality).
+    runtime: Runtime = "auto"
+    # torch: fp32 | bf16; onnx: fp32 | int8; openvino: fp32 | bf16; auto: chosen with the runtime
+    precision: Precision = "auto"
+    max_seq_length: int | None = Field(None, ge=8)  # word pieces kept per text; empty: the model's own
+    static_dimensions: int = Field(256, ge=8)  # PCA dimensions of a distilled static model
+    cache_dir: ResolvedPath | None = None  # exported / distilled models; empty: $RETRIEVER_CACHE_DIR, ~/.cache/mcp-retriever
     sentence_transformers_encode: STEncode = STEncode()
 
 

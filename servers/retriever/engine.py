@@ -38,7 +38,7 @@ from .hybrid import hybrid_options
 from .indexes import View, backend_for, check_backend
 from .limits import chunked
 from .locks import collection_lock
-from .manifests import dense_manifest
+from .manifests import dense_manifest, runtime_record
 from .persist import read_manifest
 from .results import as_queries, check_top_k, pick, search_groups
 from .search import BM25, KINDS, Dense, Hybrid, Ranker, run
@@ -98,6 +98,8 @@ class Retriever:
         if s.embedder is not None:
             out["model"] = s.embedder.model_id
             out["dimension"] = s.embedder.dimension
+            out["runtime"] = s.embedder.runtime
+            out["runtime_reason"] = s.embedder.runtime_reason
         out["dense_index"] = len(s.dense) if s.dense is not None else None
         out["bm25_index"] = len(s.bm25) if s.bm25 is not None else None
         if s.warnings:
@@ -153,6 +155,7 @@ class Retriever:
             chunk = cfg.backend_configs.sentence_transformers.sentence_transformers_encode.encode_chunk_size
             manifest = dense_manifest(docs, embedder)
             remember_corpus(cfg)
+            manifest |= runtime_record(embedder)
             write_embeddings(path, docs, embedder, chunk, pick(overwrite, cfg.overwrite), manifest, progress)
             return {"embedding_path": str(path), **manifest}
 

@@ -19,3 +19,9 @@ def corpus_manifest(docs: DocStore | None) -> dict[str, Any]:
 def dense_manifest(docs: DocStore | None, embedder: Embedder) -> dict[str, Any]:
     """What a dense index or embedding file made from `docs` with `embedder` records."""
     return {"model": embedder.model_id, "dimension": embedder.dimension, **corpus_manifest(docs)}
+
+
+def runtime_record(embedder: Embedder) -> dict[str, Any]:
+    """How the vectors were computed: recorded beside the manifest, not checked at load (every
+    runtime of one model computes vectors of one space, within the bounds bench/RESULTS.md gives)."""
+    return {"runtime": embedder.runtime}

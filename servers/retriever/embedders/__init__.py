@@ -10,9 +10,7 @@ from .base import Embedder
 def build_embedder(cfg: Config) -> Embedder:
     match cfg.backend:
         case "sentence_transformers":
-            from .sentence_transformers import SentenceTransformerEmbedder
-
-            return SentenceTransformerEmbedder(cfg)
+            return _local(cfg)
         case "openai":
             from .remote import ServerEmbedder, openai_settings
 
@@ -31,6 +29,30 @@ def build_embedder(cfg: Config) -> Embedder:
                 f"backend {other!r} is accepted in parameter.yaml but not active in this release; "
                 "use backend: sentence_transformers"
             )
+
+
+def _local(cfg: Config) -> Embedder:
+    """The in-process model on the runtime `choose` picks (runtime.py says why each)."""
+    from pathlib import Path
+
+    from .runtime import choose
+    from .sentence_transformers import SentenceTransformerEmbedder, pick_device
+
+    st = cfg.backend_configs.sentence_transformers
+    warnings: list[str] = []
+    device = pick_device(cfg.gpu_ids, warnings)
+    choice = choose(st.runtime, st.precision, device, Path(cfg.resolved_model()).is_dir())
+    match choice.runtime:
+        case "onnx" | "openvino":
+            from .exported import ExportedEmbedder
+
+            return ExportedEmbedder(cfg, choice)
+        case "static":
+            from .static import StaticEmbedder
+
+            return StaticEmbedder(cfg, choice)
+        case _:
+            return SentenceTransformerEmbedder(cfg, choice, device, warnings)
 
 
 __all__ = ["Embedder", "build_embedder"]

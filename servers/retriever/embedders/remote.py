@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..config import MINILM_ALIASES, Config
+from ..config import Config
 from ..errors import EmbeddingServerError, MissingDependencyError, NotYetSupportedError
 from ..redaction import detail, redact
-from .base import with_instruction
-from .sentence_transformers import MINILM_ID
+from .base import model_id_for, with_instruction
 
 log = logging.getLogger(__name__)
 KEY_ENV = ("RETRIEVER_API_KEY", "OPENAI_API_KEY")
@@ -76,12 +75,6 @@ def _settings(cfg: Config, section: Any, base_url: str, model: str) -> ServerSet
     )
 
 
-def model_id_for(name: str) -> str:
-    """The name recorded in manifests: MiniLM aliases (and empty) map to one id, so an index
-    built by one backend loads under another serving the same model."""
-    return MINILM_ID if name.strip().lower() in MINILM_ALIASES else name.strip()
-
-
 class ServerEmbedder:
     """An `Embedder` over an OpenAI-compatible /embeddings endpoint."""
 
@@ -97,6 +90,8 @@ class ServerEmbedder:
             max_retries=settings.max_retries,
         )
         self.model_id = model_id_for(settings.model)
+        self.runtime = f"{cfg.backend} server"
+        self.runtime_reason = f"backend: {cfg.backend}"
         self.warnings: list[str] = []
         enc = cfg.backend_configs.sentence_transformers.sentence_transformers_encode
         names = {k: v for k, v in (("q_prompt_name", enc.q_prompt_name), ("psg_prompt_name", enc.psg_prompt_name))

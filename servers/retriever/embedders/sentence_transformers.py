@@ -1,22 +1,20 @@
-"""sentence-transformers in process (the default: the packaged all-MiniLM-L6-v2 on CPU)."""
+"""sentence-transformers in process on torch (fp32, or bf16 where the CPU computes it natively)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..compute import on_compute_thread
-from ..config import MINILM_ALIASES, Config
+from ..config import Config
 from ..errors import ConfigError
-from .base import with_instruction
+from .local import LocalEmbedder
+from .runtime import Choice, bf16_flag, cpu_flags
 
 log = logging.getLogger(__name__)
-MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
-PIECE_BATCHES = 4
 
 
 def pick_device(gpu_ids: str | int | None, warnings: list[str]) -> str:
@@ -34,11 +32,7 @@ def pick_device(gpu_ids: str | int | None, warnings: list[str]) -> str:
 def native_bf16_cpu() -> bool:
     """Whether the CPU computes bfloat16 in hardware (AMX or AVX512-BF16); elsewhere torch
     emulates it, several times slower than fp32 (bench/RESULTS.md)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
+    return bf16_flag(cpu_flags()) is not None
 
 
 def precision_kwargs(precision: str, device: str, warnings: list[str]) -> dict[str, Any]:
@@ -53,64 +47,40 @@ def precision_kwargs(precision: str, device: str, warnings: list[str]) -> dict[s
     return {"torch_dtype": torch.bfloat16}
 
 
-class SentenceTransformerEmbedder:
-    def __init__(self, cfg: Config) -> None:
-        from sentence_transformers import SentenceTransformer
+def load_model(cfg: Config, device: str = "cpu", model_kwargs: dict[str, Any] | None = None) -> Any:
+    """The SentenceTransformer of the YAML's model (offline when it is a local folder)."""
+    from sentence_transformers import SentenceTransformer
 
-        self.warnings: list[str] = []
-        st = cfg.backend_configs.sentence_transformers
-        self._enc = st.sentence_transformers_encode
-        self._batch_size = cfg.batch_size
-        name = cfg.model_name_or_path.strip()
-        self.model_id = MINILM_ID if name.lower() in MINILM_ALIASES else name
-        self.device = pick_device(cfg.gpu_ids, self.warnings)
-        model_kwargs = precision_kwargs(st.precision, self.device, self.warnings)
-        self.model = on_compute_thread(lambda: SentenceTransformer(
-            cfg.resolved_model(), device=self.device, trust_remote_code=st.trust_remote_code,
-            local_files_only=Path(cfg.resolved_model()).exists(), model_kwargs=model_kwargs,
-        ))
+    st = cfg.backend_configs.sentence_transformers
+    model = SentenceTransformer(cfg.resolved_model(), device=device, trust_remote_code=st.trust_remote_code,
+                                local_files_only=Path(cfg.resolved_model()).exists(), model_kwargs=model_kwargs or {})
+    if st.max_seq_length is not None:
+        positions = getattr(getattr(model[0], "auto_model", None), "config", None)
+        limit = getattr(positions, "max_position_embeddings", None)
+        if limit is not None and st.max_seq_length > limit:
+            raise ConfigError(f"max_seq_length {st.max_seq_length} is more than model {cfg.model_name_or_path!r} "
+                              f"has positions for ({limit})")
+        model.max_seq_length = st.max_seq_length
+    return model
+
+
+class SentenceTransformerEmbedder(LocalEmbedder):
+    def __init__(self, cfg: Config, choice: Choice, device: str, warnings: list[str]) -> None:
+        super().__init__(cfg, choice)
+        self.warnings += warnings
+        self.device = device
+        model_kwargs = precision_kwargs(choice.precision, device, self.warnings)
+        self.model = on_compute_thread(lambda: load_model(cfg, device, model_kwargs))
         dimension = self.model.get_embedding_dimension()
         if dimension is None:
             raise ConfigError(f"{cfg.resolved_model()}: the model does not say its embedding dimension")
         self.dimension = int(dimension)
-        self._q_kwargs = self._prompt_kwargs(self._enc.q_prompt_name, self._enc.q_task)
-        self._p_kwargs = self._prompt_kwargs(self._enc.psg_prompt_name, self._enc.psg_task)
-        self.encode_queries(["warm-up"], "")  # the first real query pays no start-up cost
+        self._tasks = {"query": self._enc.q_task, "passage": self._enc.psg_task}
+        self._ready(dict(self.model.prompts or {}))
 
-    def _prompt_kwargs(self, prompt_name: str | None, task: str | None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        if prompt_name:
-            if prompt_name in (self.model.prompts or {}):
-                kwargs["prompt_name"] = prompt_name
-            else:
-                self.warnings.append(
-                    f"prompt name {prompt_name!r} is not defined by model {self.model_id} "
-                    f"(it has {sorted(self.model.prompts or {})}); encoding without it"
-                )
-                log.warning(self.warnings[-1])
-        if task:
+    def _run(self, texts: list[str], prompt: str | None, kind: str) -> np.ndarray:
+        kwargs: dict[str, Any] = {"prompt": prompt} if prompt else {}
+        if task := self._tasks[kind]:
             kwargs["task"] = task
-        return kwargs
-
-    def _encode(self, texts: Sequence[str], kwargs: dict[str, Any]) -> np.ndarray:
-        out = on_compute_thread(lambda: self.model.encode(
-            list(texts), batch_size=self._batch_size, show_progress_bar=False,
-            normalize_embeddings=self._enc.normalize_embeddings, convert_to_numpy=True, **kwargs,
-        ))
-        return np.ascontiguousarray(out, dtype=np.float32)
-
-    def encode_queries(self, texts: Sequence[str], instruction: str) -> np.ndarray:
-        if instruction:
-            # An explicit instruction replaces the model's query prompt: applied once, never twice.
-            texts = with_instruction(texts, instruction)
-            kwargs = {k: v for k, v in self._q_kwargs.items() if k != "prompt_name"}
-            return self._encode(texts, kwargs)
-        return self._encode(texts, self._q_kwargs)
-
-    def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
-        # A few batches per turn on the compute thread: a query that arrives while the corpus is
-        # being embedded waits for one piece, not for the whole chunk.
-        step = self._batch_size * PIECE_BATCHES
-        if len(texts) <= step:
-            return self._encode(texts, self._p_kwargs)
-        return np.concatenate([self._encode(texts[i : i + step], self._p_kwargs) for i in range(0, len(texts), step)])
+        return self.model.encode(texts, batch_size=self._batch_size, show_progress_bar=False,
+                                 normalize_embeddings=False, convert_to_numpy=True, **kwargs)

@@ -12,7 +12,7 @@ import numpy as np
 from ..embedfile import open_embeddings
 from ..errors import AlreadyExistsError, IndexMismatchError, IndexMissingError, NotYetSupportedError
 from ..filters import Filter
-from ..manifests import dense_manifest
+from ..manifests import dense_manifest, runtime_record
 from ..persist import check_manifest, read_manifest
 from ..types import Document, Hit
 from .base import Change, VectorIndex, View
@@ -49,8 +49,8 @@ class FaissBackend:
         expected = dense_manifest(view.collection.base, view.embedder)
         vectors = open_embeddings(embedding_file or view.config.paths().embedding, expected)
         index = FaissIndex.build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu, factory=fcfg.index_factory)
-        index.save(index_path, expected)
-        report: dict[str, Any] = {"index_path": str(index_path), **expected}
+        index.save(index_path, expected | runtime_record(view.embedder))
+        report: dict[str, Any] = {"index_path": str(index_path), **expected, **runtime_record(view.embedder)}
         if index.warnings:
             report["warnings"] = index.warnings
         return with_log(view, index), report

@@ -1,0 +1,186 @@
+"""The model exported once to ONNX (torch.onnx, no optimum) and run on onnxruntime (fp32, or int8
+with dynamic quantisation) or OpenVINO (fp32, or bf16 where the CPU computes it natively).
+
+The whole sentence-transformers pipeline (transformer, pooling, normalisation) is one graph with
+dynamic batch and sequence axes; tokenising stays in Python with the model's own fast tokenizer.
+Texts are sorted by token count and padded per batch, so a batch wastes little on padding.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import Config
+from ..errors import ConfigError
+from .cache import cache_root, cached, model_fingerprint, slug
+from .local import LocalEmbedder, folder_prompts
+from .runtime import Choice, install_hint, missing_modules
+
+log = logging.getLogger(__name__)
+OPSET = 17
+EXPORT_VERSION = 1  # bump when the exported graph changes shape
+
+
+def export_folder(cfg: Config, precision: str = "fp32") -> Path:
+    folder = Path(cfg.resolved_model())
+    st = cfg.backend_configs.sentence_transformers
+    variant = "" if precision != "int8" else "-int8"
+    return cache_root(st.cache_dir) / f"{slug(folder.name)}-{model_fingerprint(folder)}-onnx{EXPORT_VERSION}{variant}"
+
+
+def _export(cfg: Config, out: Path) -> None:
+    """model.onnx (fp32), the tokenizer and export.json into `out`."""
+    import torch
+
+    from .sentence_transformers import load_model
+
+    model = load_model(cfg).eval()
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in model.tokenizer.model_input_names]
+
+    class Pipeline(torch.nn.Module):  # keyword arguments: transformers 5 rejects them positionally
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            return self.model(dict(zip(names, tensors, strict=True)))["sentence_embedding"]
+
+    sample = model.tokenizer(["a first sentence", "and a second, longer one"], padding=True, return_tensors="pt")
+    axes = {n: {0: "batch", 1: "sequence"} for n in names} | {"sentence_embedding": {0: "batch"}}
+    with torch.inference_mode(), warnings.catch_warnings():
+        # The tracer warns of Python branches on shapes (padding, causal masks, pooling): with
+        # an attention mask always given and as long as the tokens, each takes one side.
+        # Every runtime's vectors are checked against torch's (tests/test_runtimes.py).
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Pipeline(), tuple(sample[n] for n in names), str(out / "model.onnx"), input_names=names,
+                          output_names=["sentence_embedding"], dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+    model.tokenizer.save_pretrained(str(out))
+    (out / "export.json").write_text(json.dumps({"inputs": names, "max_seq_length": model.max_seq_length,
+                                                 "positions": _positions(model), "opset": OPSET}))
+
+
+def _positions(model: Any) -> int | None:
+    config = getattr(getattr(model[0], "auto_model", None), "config", None)
+    return getattr(config, "max_position_embeddings", None)
+
+
+def _quantize(fp32: Path, out: Path) -> None:
+    """Dynamic int8, per channel; the first layer's matrix products stay fp32: over 1,000 SciFact
+    passages that lifts the min cosine to fp32 from 0.990 to 0.993 for 5% of the speed-up."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    graph = onnx.load(str(fp32 / "model.onnx"))
+    first = [n.name for n in graph.graph.node if n.op_type == "MatMul" and "layer.0/" in n.name]
+    for f in fp32.iterdir():
+        if f.is_file() and f.name not in {"model.onnx", ".complete"}:
+            shutil.copy(f, out / f.name)
+    quantize_dynamic(str(fp32 / "model.onnx"), str(out / "model.onnx"), weight_type=QuantType.QInt8,
+                     per_channel=True, nodes_to_exclude=first)
+
+
+def exported(cfg: Config, precision: str = "fp32") -> Path:
+    """The export folder of the YAML's model (int8: quantised from the fp32 one), made on first use."""
+    if missing := missing_modules("onnx"):
+        raise ConfigError(f"exporting the model needs {', '.join(missing)}: {install_hint('onnx')}")
+    name = cfg.model_name_or_path or "MiniLM"
+    try:
+        fp32 = cached(export_folder(cfg), lambda tmp: _export(cfg, tmp), f"the ONNX export of {name}")
+        if precision != "int8":
+            return fp32
+        return cached(export_folder(cfg, "int8"), lambda tmp: _quantize(fp32, tmp), f"the int8 graph of {name}")
+    except ImportError as e:
+        raise ConfigError(f"exporting the model needs {e.name}: {install_hint('onnx')}") from e
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure of the exporter: name it, and the way out
+        raise ConfigError(f"exporting {cfg.resolved_model()} to ONNX failed ({type(e).__name__}: {e}); "
+                          "set backend_configs.sentence_transformers.runtime: torch") from e
+
+
+def _threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+class OnnxSession:
+    def __init__(self, path: Path) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = _threads()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def __call__(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        return np.asarray(self._session.run(None, feeds)[0])
+
+
+class OpenVinoSession:
+    def __init__(self, path: Path, precision: str, cache: Path) -> None:
+        import openvino as ov
+
+        core = ov.Core()
+        core.set_property({"CACHE_DIR": str(cache)})  # compiled blobs: later starts skip compiling
+        hint = {"bf16": "bf16", "fp32": "f32"}[precision]
+        self._compiled = core.compile_model(core.read_model(str(path)), "CPU", {
+            "INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY"})
+        self._request = self._compiled.create_infer_request()
+
+    def __call__(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        return np.array(self._request.infer(feeds)[0])  # a copy: the request reuses its buffer
+
+
+class ExportedEmbedder(LocalEmbedder):
+    def __init__(self, cfg: Config, choice: Choice) -> None:
+        super().__init__(cfg, choice)
+        st = cfg.backend_configs.sentence_transformers
+        if st.sentence_transformers_encode.q_task or st.sentence_transformers_encode.psg_task:
+            raise ConfigError(f"q_task / psg_task need runtime: torch (runtime {choice.runtime!r} has no task adapters)")
+        folder = exported(cfg, choice.precision)
+        info = json.loads((folder / "export.json").read_text())
+        self._inputs: list[str] = info["inputs"]
+        self._max_len = int(st.max_seq_length or info["max_seq_length"])
+        if info.get("positions") and self._max_len > info["positions"]:
+            raise ConfigError(f"max_seq_length {self._max_len} is more than the model has positions for "
+                              f"({info['positions']})")
+        try:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            if choice.runtime == "onnx":
+                self._session: Any = OnnxSession(folder / "model.onnx")
+            else:
+                self._session = OpenVinoSession(folder / "model.onnx", choice.precision, folder / "openvino-cache")
+        except ImportError as e:
+            raise ConfigError(f"runtime {choice.runtime!r} needs {e.name}: {install_hint(choice.runtime)}") from e
+        self.dimension = int(self._session(self._feeds(self._tokenizer([""])["input_ids"])).shape[1])
+        self._ready(folder_prompts(Path(cfg.resolved_model())))
+
+    def _feeds(self, rows: list[list[int]]) -> dict[str, np.ndarray]:
+        width = max(len(r) for r in rows)
+        ids = np.full((len(rows), width), self._tokenizer.pad_token_id or 0, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = r
+            mask[i, : len(r)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        return {n: feeds[n] for n in self._inputs}
+
+    def _run(self, texts: list[str], prompt: str | None, kind: str) -> np.ndarray:
+        if prompt:
+            texts = [prompt + t for t in texts]
+        rows = self._tokenizer(texts, truncation=True, max_length=self._max_len)["input_ids"]
+        order = np.argsort([len(r) for r in rows], kind="stable")
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            batch = order[start : start + self._batch_size]
+            out[batch] = self._session(self._feeds([rows[i] for i in batch]))
+        return out

@@ -1,0 +1,130 @@
+"""Which runtime and precision the local backend runs: `choose(...)` -> `Choice`, with the reason.
+
+`runtime: auto` picks by evidence (bench/RESULTS.md, "Embedding runtimes"): the fastest variant
+whose SciFact dense nDCG@10 is within 0.005 of torch fp32 and whose vectors keep a cosine of at
+least 0.99 to it. That is OpenVINO bf16 on a CPU that computes bfloat16 in hardware (AMX or
+AVX512-BF16), onnxruntime int8 on one with VNNI only, and torch fp32 elsewhere (no exported
+runtime beat it there by enough to pay for the export).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from ..errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+OFFERED: dict[str, tuple[str, ...]] = {
+    "torch": ("fp32", "bf16"),
+    "onnx": ("fp32", "int8"),
+    "openvino": ("fp32", "bf16"),
+    "static": ("fp32",),
+}
+EXTRA = {"onnx": "onnx", "openvino": "openvino", "static": "static"}
+# what each runtime imports; the export (torch.onnx) needs onnx, int8 quantisation onnxruntime
+MODULES = {"onnx": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx"), "static": ("model2vec", "skeletoken")}
+
+
+@dataclass(frozen=True)
+class Choice:
+    runtime: str  # torch | onnx | openvino | static
+    precision: str  # fp32 | bf16 | int8
+    reason: str  # why this one: shown by retriever_init and logged
+
+    @property
+    def label(self) -> str:
+        return f"{self.runtime} {self.precision}"
+
+
+@cache
+def cpu_flags() -> frozenset[str]:
+    try:
+        return frozenset(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return frozenset()
+
+
+def bf16_flag(flags: frozenset[str]) -> str | None:
+    """The CPU flag that makes bfloat16 native (AMX or AVX512-BF16), or None: emulated there."""
+    return next((f for f in ("amx_bf16", "avx512_bf16") if f in flags), None)
+
+
+def vnni_flag(flags: frozenset[str]) -> str | None:
+    return next((f for f in ("amx_int8", "avx512_vnni", "avx_vnni") if f in flags), None)
+
+
+def missing_modules(runtime: str) -> list[str]:
+    return [m for m in MODULES.get(runtime, ()) if not _importable(m)]
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a module blocked in sys.modules
+        return False
+
+
+def install_hint(runtime: str) -> str:
+    return f"pip install 'mcp-retriever[{EXTRA[runtime]}]'"
+
+
+def choose(runtime: str, precision: str, device: str, local_model: bool,
+           flags: frozenset[str] | None = None) -> Choice:
+    """The runtime and precision to run, from the YAML's `runtime` and `precision` (either may be
+    `auto`), the device, whether the model is a local folder, and the CPU's flags."""
+    flags = cpu_flags() if flags is None else flags
+    if runtime != "auto":
+        p = precision if precision != "auto" else "fp32"
+        if runtime == "openvino" and precision == "auto" and bf16_flag(flags):
+            p = "bf16"
+        if p not in OFFERED[runtime]:
+            raise ConfigError(f"backend_configs.sentence_transformers: runtime {runtime!r} offers precision "
+                              f"{' | '.join(OFFERED[runtime])}, not {p!r}")
+        if runtime != "torch" and device != "cpu":
+            raise ConfigError(f"runtime {runtime!r} runs on the CPU; remove gpu_ids or set runtime: torch")
+        if runtime != "torch" and not local_model:
+            raise ConfigError(f"runtime {runtime!r} exports the model from a local folder; set model_name_or_path "
+                              "to one, or runtime: torch")
+        if missing := missing_modules(runtime):
+            raise ConfigError(f"runtime {runtime!r} needs {', '.join(missing)}: {install_hint(runtime)}")
+        return Choice(runtime, p, "set in parameter.yaml")
+    return _auto(precision, device, local_model, flags)
+
+
+def _auto(precision: str, device: str, local_model: bool, flags: frozenset[str]) -> Choice:
+    if device != "cpu":
+        p = "bf16" if precision == "bf16" else "fp32"
+        return Choice("torch", p, f"device {device}: torch")
+    if precision == "fp32":
+        return Choice("torch", "fp32", "precision fp32 asked: torch")
+    if not local_model:
+        p = "bf16" if precision == "bf16" else "fp32"
+        return Choice("torch", p, "the model is not a local folder, so no exported runtime: torch")
+    bf16 = bf16_flag(flags)
+    if precision in ("auto", "bf16") and bf16:
+        if not missing_modules("openvino"):
+            return Choice("openvino", "bf16", f"CPU has {bf16}: OpenVINO bf16 is the fastest variant within the "
+                                              "quality bounds (bench/RESULTS.md)")
+        why = f"CPU has {bf16} but openvino is not installed ({install_hint('openvino')}, faster)"
+        if precision == "bf16":
+            return Choice("torch", "bf16", f"{why}: torch bf16")
+        return Choice("torch", "fp32", f"{why}: torch fp32")
+    if precision == "bf16":
+        return Choice("torch", "bf16", "precision bf16 asked; this CPU has no AMX or AVX512-BF16, so it runs "
+                                       "emulated, slower than fp32")
+    vnni = vnni_flag(flags)
+    if precision == "int8" or vnni:
+        if not missing_modules("onnx"):
+            why = "precision int8 asked" if precision == "int8" else f"CPU has {vnni}"
+            return Choice("onnx", "int8", f"{why}: onnxruntime int8 (first layer kept in fp32)")
+        if precision == "int8":
+            raise ConfigError(f"precision int8 runs on onnxruntime: {install_hint('onnx')}")
+        return Choice("torch", "fp32", f"CPU has {vnni} but onnxruntime is not installed ({install_hint('onnx')}): "
+                                       "torch fp32")
+    return Choice("torch", "fp32", "no AMX, AVX512-BF16 or VNNI on this CPU: torch fp32 is the fastest variant "
+                                   "within the quality bounds")

@@ -1,0 +1,60 @@
+"""A static embedding model (model2vec) distilled once from the configured sentence-transformers
+model: each token's vector looked up and averaged, no transformer at query or index time.
+Far faster and lower in quality (bench/RESULTS.md): meant for very large corpora, or the dense
+side of hybrid search where BM25 carries part of the weight."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import Config
+from ..errors import ConfigError
+from .cache import cache_root, cached, model_fingerprint, slug
+from .local import LocalEmbedder, folder_prompts
+from .runtime import Choice, install_hint
+
+log = logging.getLogger(__name__)
+
+
+def static_folder(cfg: Config) -> Path:
+    folder = Path(cfg.resolved_model())
+    dims = cfg.backend_configs.sentence_transformers.static_dimensions
+    return cache_root(cfg.backend_configs.sentence_transformers.cache_dir) / (
+        f"{slug(folder.name)}-{model_fingerprint(folder)}-model2vec-{dims}")
+
+
+def _distill(cfg: Config, out: Path) -> None:
+    from model2vec.distill import distill
+
+    dims = cfg.backend_configs.sentence_transformers.static_dimensions
+    distill(model_name=cfg.resolved_model(), pca_dims=dims).save_pretrained(str(out))
+
+
+class StaticEmbedder(LocalEmbedder):
+    def __init__(self, cfg: Config, choice: Choice) -> None:
+        super().__init__(cfg, choice)
+        st = cfg.backend_configs.sentence_transformers
+        if st.sentence_transformers_encode.q_task or st.sentence_transformers_encode.psg_task:
+            raise ConfigError("q_task / psg_task need runtime: torch (a static model has no task adapters)")
+        try:
+            from model2vec import StaticModel
+
+            folder = cached(static_folder(cfg), lambda tmp: _distill(cfg, tmp),
+                            f"a static model distilled from {self.model_id}")
+            self._model: Any = StaticModel.from_pretrained(str(folder))
+        except ImportError as e:
+            raise ConfigError(f"runtime 'static' needs {e.name}: {install_hint('static')}") from e
+        # Another model than the one it came from: its vectors live in another space.
+        self.model_id = f"{self.model_id} static-{st.static_dimensions} (model2vec)"
+        self._max_len = st.max_seq_length or 512
+        self.dimension = int(self._model.dim)
+        self._ready(folder_prompts(Path(cfg.resolved_model())))
+
+    def _run(self, texts: list[str], prompt: str | None, kind: str) -> np.ndarray:
+        if prompt:
+            texts = [prompt + t for t in texts]
+        return self._model.encode(texts, max_length=self._max_len, batch_size=1024, show_progress_bar=False)
