@@ -239,7 +239,9 @@ def overhead(n: int, rounds: int = 3) -> str:
 
     e = Retriever(load_config(ROOT / "parameter.yaml", {
         "corpus_path": str(folder / "corpus.jsonl"), "embedding_path": str(folder / "embedding.npy"),
-        "docs_path": str(folder / "docs"), "backend_configs": {"sentence_transformers": {"runtime": "torch"}}}), ROOT)
+        "docs_path": str(folder / "docs"), "index_backend_configs": {"faiss": {"index_path": str(folder / "faiss")}},
+        "backend_configs": {"bm25": {"save_path": str(folder / "bm25")}, "sentence_transformers": {"runtime": "torch"}}}),
+        ROOT)
     server = build_server(e)
 
     async def embed() -> float:
@@ -316,7 +318,7 @@ def section(rows: list[dict], tokens: list[dict], n: int, plain_s: float | None)
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        cos = "-" if r["cos_min"] is None else f"{r['cos_min']:.4f} / {r['cos_mean']:.4f}"
+        cos = "-" if r["cos_min"] is None else f"{r['cos_min']:.5f} / {r['cos_mean']:.5f}"
         lines.append(f"| {r['name']} | {r['runtime']} | {r['rate']:.1f} | {r['ratio']:.2f}x | {cos} "
                      f"| {r['dense']['ndcg@10']:.4f} | {r['hybrid']['ndcg@10']:.4f} | {r['p50']:.1f} / {r['p95']:.1f} "
                      f"| {r['load_s']:.1f} |")
