@@ -11,25 +11,21 @@ FROM ${BASE} AS build
 ARG TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
 # a CA bundle for pip, where the package index is reached through a proxy (scripts/container.sh)
 ARG PIP_CERT
-# the model's ONNX export (runtime auto picks OpenVINO where the CPU computes bf16) lands in /app
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-    RETRIEVER_CACHE_DIR=/app/.cache/mcp-retriever
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 RUN python3 -m venv /opt/venv
 RUN /opt/venv/bin/pip install ${TORCH_PIP_ARGS} torch==2.13.0
 COPY pyproject.toml README.md /src/
 COPY servers /src/servers
-RUN /opt/venv/bin/pip install "/src[openvino]" \
+RUN /opt/venv/bin/pip install /src \
  && find /opt/venv -name __pycache__ -prune -exec rm -rf {} + \
  && rm -rf /opt/venv/lib/python3.11/site-packages/torch/include /opt/venv/lib/python3.11/site-packages/torch/test
 WORKDIR /app
 COPY parameter.yaml ./
 COPY data/sample_corpus.jsonl ./data/
-RUN /opt/venv/bin/retriever index --config parameter.yaml > /dev/null \
- && /opt/venv/bin/python -c "from retriever.config import Config; from retriever.embedders.exported import exported; exported(Config())"
+RUN /opt/venv/bin/retriever index --config parameter.yaml > /dev/null
 
 FROM ${BASE}
-ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-    RETRIEVER_CACHE_DIR=/app/.cache/mcp-retriever
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 RUN useradd --no-log-init --uid 10001 --home-dir /app --shell /usr/sbin/nologin retriever
 COPY --from=build /opt/venv /opt/venv
 COPY --from=build --chown=retriever:retriever /app /app

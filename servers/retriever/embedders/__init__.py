@@ -46,13 +46,15 @@ def _local(cfg: Config) -> Embedder:
         case "onnx" | "openvino":
             from .exported import ExportedEmbedder
 
-            return ExportedEmbedder(cfg, choice)
+            embedder: Embedder = ExportedEmbedder(cfg, choice)
         case "static":
             from .static import StaticEmbedder
 
-            return StaticEmbedder(cfg, choice)
+            embedder = StaticEmbedder(cfg, choice)
         case _:
-            return SentenceTransformerEmbedder(cfg, choice, device, warnings)
+            embedder = SentenceTransformerEmbedder(cfg, choice, device, [])
+    embedder.warnings[:0] = warnings  # a GPU asked for and not found: whichever runtime runs
+    return embedder
 
 
 __all__ = ["Embedder", "build_embedder"]
