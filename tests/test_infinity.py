@@ -44,7 +44,9 @@ def backend_overrides(backend: str, url: str) -> dict[str, Any]:
             return {"backend": "openai", "backend_configs": {"openai": {**http, "base_url": url}}}
         case "infinity":
             return {"backend": "infinity", "backend_configs": {"infinity": {**http, "url": url}}}
-    return {"backend": "sentence_transformers"}
+    # fp32 in process: the servers run torch fp32, and bf16 may swap near-tied neighbours
+    return {"backend": "sentence_transformers", "backend_configs": {"sentence_transformers": {
+        "runtime": "torch", "precision": "fp32"}}}
 
 
 def scifact_sample() -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
