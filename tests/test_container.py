@@ -8,12 +8,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from embedding_servers import free_port
+from embedding_servers import free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 TAG = "localhost/mcp-retriever:test"
@@ -40,15 +39,7 @@ def test_image_builds_and_serves(tmp_path: Path) -> None:
                              "--port", str(port)], stdout=log, stderr=log, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None and time.monotonic() < deadline, log.seek(0) or log.read()[-3000:]
-            try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
+        wait_http(f"{url}/readyz", proc, lambda: log.seek(0) or log.read()[-3000:])
         search = {"query_list": ["what is BM25?"], "top_k": 1}
         assert httpx.post(f"{url}/search", json=search).status_code == 401
         r = httpx.post(f"{url}/search", json=search, headers={"Authorization": f"Bearer {TOKEN}"})

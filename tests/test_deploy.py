@@ -19,7 +19,7 @@ import httpx
 import pytest
 import yaml
 from conftest import BIN, MCP, engine_for
-from embedding_servers import free_port
+from embedding_servers import free_port, wait_http
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 
@@ -47,16 +47,7 @@ class Deploy:
         self._wait_ready()
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log_path.read_text()[-3000:]
-            try:
-                if self.client.get("/readyz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError("the service never got ready: " + self.log_path.read_text()[-3000:])
+        wait_http(f"{self.url}/readyz", self.proc, lambda: self.log_path.read_text()[-3000:])
 
     def search(self, **body: Any) -> dict[str, Any]:
         r = self.client.post("/search", json=body)

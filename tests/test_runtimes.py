@@ -17,7 +17,7 @@ from conftest import MCP, ROOT, SCIFACT, copy_built, engine_for
 from retriever.config import Config
 from retriever.embedders import build_embedder
 from retriever.embedders.runtime import choose
-from retriever.errors import ConfigError, IndexMismatchError
+from retriever.errors import ConfigError, IndexMismatchError, MissingDependencyError
 
 PY = sys.executable
 AMX = frozenset({"avx2", "amx_bf16", "amx_int8"})
@@ -87,7 +87,7 @@ def test_exported_runtimes_need_a_local_folder_and_the_cpu() -> None:
 
 def test_a_missing_runtime_library_names_what_to_install(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
     monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino -> ImportError
-    with pytest.raises(ConfigError, match=r"needs openvino: pip install 'mcp-retriever\[openvino\]'"):
+    with pytest.raises(MissingDependencyError, match=r"'openvino' is not installed; run: pip install 'mcp-retriever\[openvino\]'"):
         build_embedder(config(cache, runtime="openvino"))
     got = choose("auto", "auto", "cpu", True, BF16)
     assert got.label == "torch fp32" and "pip install 'mcp-retriever[openvino]'" in got.reason
@@ -98,11 +98,12 @@ def test_a_failed_export_names_what_to_install(monkeypatch: pytest.MonkeyPatch, 
 
     cfg = config(tmp_path / "cache", runtime="onnx")
     monkeypatch.setitem(sys.modules, "onnx", None)  # torch.onnx.export and the quantiser need it
-    with pytest.raises(ConfigError, match=r"exporting the model needs onnx: pip install 'mcp-retriever\[onnx\]'"):
+    with pytest.raises(MissingDependencyError, match=r"'onnx' is not installed; run: pip install 'mcp-retriever\[onnx\]'"):
         exported(cfg)
-    monkeypatch.setattr("retriever.embedders.exported.missing_modules", lambda runtime: [])  # found, then fails
-    with pytest.raises(ConfigError, match=r"needs onnx: pip install 'mcp-retriever\[onnx\]'|"
-                                          r"to ONNX failed \(.*onnx.*\); set .*runtime: torch"):
+    monkeypatch.setattr("retriever.embedders.exported.missing", lambda *modules: [])  # found, then fails
+    with pytest.raises((ConfigError, MissingDependencyError),
+                       match=r"'onnx' is not installed; run: pip install 'mcp-retriever\[onnx\]'|"
+                             r"to ONNX failed \(.*onnx.*\); set .*runtime: torch"):
         exported(cfg)
     assert not export_folder(cfg).exists()  # no half export left to be taken for a whole one
     assert [p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()] == []

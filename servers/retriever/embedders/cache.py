@@ -47,6 +47,11 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[-60:] or "model"
 
 
+def model_folder(configured: Path | None, model: Path, variant: str) -> Path:
+    """The cache folder of `variant` made from the model folder `model` (keyed by its files)."""
+    return cache_root(configured) / f"{slug(model.name)}-{model_fingerprint(model)}-{variant}"
+
+
 def cached(folder: Path, make: Callable[[Path], None], what: str) -> Path:
     """`folder`, made by `make(tmp)` if missing: under a lock, into a temporary folder renamed at
     the end. Another process making the same folder waits and then reuses it."""

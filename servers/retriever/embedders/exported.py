@@ -19,28 +19,27 @@ from typing import Any
 import numpy as np
 
 from ..config import Config
-from ..errors import ConfigError
-from .cache import cache_root, cached, model_fingerprint, slug
-from .local import LocalEmbedder, folder_prompts
-from .runtime import Choice, install_hint, missing_modules
+from ..errors import ConfigError, MissingDependencyError
+from .cache import cached, model_folder
+from .local import LocalEmbedder, check_length, folder_prompts
+from .runtime import Choice, extra, missing
 
 log = logging.getLogger(__name__)
 OPSET = 17
 EXPORT_VERSION = 1  # bump when the exported graph changes shape
 
 
-def export_folder(cfg: Config, precision: str = "fp32") -> Path:
-    folder = Path(cfg.resolved_model())
-    st = cfg.backend_configs.sentence_transformers
-    variant = "" if precision != "int8" else "-int8"
-    return cache_root(st.cache_dir) / f"{slug(folder.name)}-{model_fingerprint(folder)}-onnx{EXPORT_VERSION}{variant}"
+def export_folder(cfg: Config) -> Path:
+    """The fp32 export's folder; the int8 graph's is beside it, named with `-int8`."""
+    return model_folder(cfg.backend_configs.sentence_transformers.cache_dir, Path(cfg.resolved_model()),
+                        f"onnx{EXPORT_VERSION}")
 
 
 def _export(cfg: Config, out: Path) -> None:
     """model.onnx (fp32), the tokenizer and export.json into `out`."""
     import torch
 
-    from .sentence_transformers import load_model
+    from .sentence_transformers import load_model, model_positions
 
     model = load_model(cfg).eval()
     names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in model.tokenizer.model_input_names]
@@ -64,12 +63,7 @@ def _export(cfg: Config, out: Path) -> None:
                           output_names=["sentence_embedding"], dynamic_axes=axes, opset_version=OPSET, dynamo=False)
     model.tokenizer.save_pretrained(str(out))
     (out / "export.json").write_text(json.dumps({"inputs": names, "max_seq_length": model.max_seq_length,
-                                                 "positions": _positions(model), "opset": OPSET}))
-
-
-def _positions(model: Any) -> int | None:
-    config = getattr(getattr(model[0], "auto_model", None), "config", None)
-    return getattr(config, "max_position_embeddings", None)
+                                                 "positions": model_positions(model), "opset": OPSET}))
 
 
 def _quantize(fp32: Path, out: Path) -> None:
@@ -90,17 +84,18 @@ def _quantize(fp32: Path, out: Path) -> None:
 def exported(cfg: Config, precision: str = "fp32") -> Path:
     """The export folder of the YAML's model (int8: quantised from the fp32 one), made on first use."""
     # torch.onnx needs onnx; only the int8 quantiser needs onnxruntime (openvino runs without it)
-    if missing := [m for m in missing_modules("onnx") if m == "onnx" or precision == "int8"]:
-        raise ConfigError(f"exporting the model needs {', '.join(missing)}: {install_hint('onnx')}")
+    if absent := missing("onnx", *(["onnxruntime"] if precision == "int8" else [])):
+        raise MissingDependencyError(absent[0], extra("onnx"))
     name = cfg.model_name_or_path or "MiniLM"
     try:
         fp32 = cached(export_folder(cfg), lambda tmp: _export(cfg, tmp), f"the ONNX export of {name}")
         if precision != "int8":
             return fp32
-        return cached(export_folder(cfg, "int8"), lambda tmp: _quantize(fp32, tmp), f"the int8 graph of {name}")
+        int8 = fp32.with_name(f"{fp32.name}-int8")
+        return cached(int8, lambda tmp: _quantize(fp32, tmp), f"the int8 graph of {name}")
     except ImportError as e:
-        raise ConfigError(f"exporting the model needs {e.name}: {install_hint('onnx')}") from e
-    except ConfigError:
+        raise MissingDependencyError(e.name or "onnx", extra("onnx")) from e
+    except (ConfigError, MissingDependencyError):
         raise
     except Exception as e:  # noqa: BLE001 - any failure of the exporter: name it, and the way out
         raise ConfigError(f"exporting {cfg.resolved_model()} to ONNX failed ({type(e).__name__}: {e}); "
@@ -142,16 +137,11 @@ class OpenVinoSession:
 class ExportedEmbedder(LocalEmbedder):
     def __init__(self, cfg: Config, choice: Choice) -> None:
         super().__init__(cfg, choice)
-        st = cfg.backend_configs.sentence_transformers
-        if st.sentence_transformers_encode.q_task or st.sentence_transformers_encode.psg_task:
-            raise ConfigError(f"q_task / psg_task need runtime: torch (runtime {choice.runtime!r} has no task adapters)")
         folder = exported(cfg, choice.precision)
         info = json.loads((folder / "export.json").read_text())
         self._inputs: list[str] = info["inputs"]
-        self._max_len = int(st.max_seq_length or info["max_seq_length"])
-        if info.get("positions") and self._max_len > info["positions"]:
-            raise ConfigError(f"max_seq_length {self._max_len} is more than the model has positions for "
-                              f"({info['positions']})")
+        self._max_len = check_length(cfg.backend_configs.sentence_transformers.max_seq_length or info["max_seq_length"],
+                                     info.get("positions"))
         try:
             from transformers import AutoTokenizer
 
@@ -161,7 +151,7 @@ class ExportedEmbedder(LocalEmbedder):
             else:
                 self._session = OpenVinoSession(folder / "model.onnx", choice.precision, folder / "openvino-cache")
         except ImportError as e:
-            raise ConfigError(f"runtime {choice.runtime!r} needs {e.name}: {install_hint(choice.runtime)}") from e
+            raise MissingDependencyError(e.name or choice.runtime, extra(choice.runtime)) from e
         self.dimension = int(self._session(self._feeds(self._tokenizer([""])["input_ids"])).shape[1])
         self._ready(folder_prompts(Path(cfg.resolved_model())))
 

@@ -8,12 +8,12 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..compute import on_compute_thread
 from ..config import Config
+from ..errors import ConfigError
 from .base import model_id_for, with_instruction
 from .runtime import Choice
 
@@ -31,6 +31,13 @@ def folder_prompts(folder: Path) -> dict[str, str]:
     return {"query": "", "document": "", **found}  # sentence-transformers' defaults
 
 
+def check_length(max_seq_length: int, positions: int | None) -> int:
+    """`max_seq_length`, or an error where the model has fewer positions than that."""
+    if positions is not None and max_seq_length > positions:
+        raise ConfigError(f"max_seq_length {max_seq_length} is more than the model has positions for ({positions})")
+    return int(max_seq_length)
+
+
 class LocalEmbedder:
     """Subclasses set `dimension` and implement `_run(texts, prompt, kind)`; then call `_ready()`."""
 
@@ -42,6 +49,8 @@ class LocalEmbedder:
         self.runtime = choice.label
         self.runtime_reason = choice.reason
         self._enc = cfg.backend_configs.sentence_transformers.sentence_transformers_encode
+        if choice.runtime != "torch" and (self._enc.q_task or self._enc.psg_task):
+            raise ConfigError(f"q_task / psg_task need runtime: torch (runtime {choice.runtime!r} has no task adapters)")
         self._batch_size = cfg.batch_size
         self.model_id = model_id_for(cfg.model_name_or_path)
         self._q_prompt: str | None = None
@@ -91,7 +100,3 @@ class LocalEmbedder:
             rows = order[i : i + step]
             out[rows] = self._encode([texts[j] for j in rows], self._p_prompt, "passage")
         return out
-
-    def describe(self) -> dict[str, Any]:
-        """What retriever_init shows and manifests record of how vectors are computed."""
-        return {"runtime": self.runtime, "runtime_reason": self.runtime_reason}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, MissingDependencyError
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +25,7 @@ OFFERED: dict[str, tuple[str, ...]] = {
     "openvino": ("fp32", "bf16"),
     "static": ("fp32",),
 }
-EXTRA = {"onnx": "onnx", "openvino": "openvino", "static": "static"}
-# what each runtime imports; the export (torch.onnx) needs onnx, int8 quantisation onnxruntime
+# what each runtime imports (its extra is named after it); the export (torch.onnx) needs onnx
 MODULES = {"onnx": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx"), "static": ("model2vec", "skeletoken")}
 
 
@@ -59,7 +58,11 @@ def vnni_flag(flags: frozenset[str]) -> str | None:
 
 
 def missing_modules(runtime: str) -> list[str]:
-    return [m for m in MODULES.get(runtime, ()) if not _importable(m)]
+    return missing(*MODULES.get(runtime, ()))
+
+
+def missing(*modules: str) -> list[str]:
+    return [m for m in modules if not _importable(m)]
 
 
 def _importable(module: str) -> bool:
@@ -69,8 +72,12 @@ def _importable(module: str) -> bool:
         return False
 
 
+def extra(runtime: str) -> str:
+    return f"mcp-retriever[{runtime}]"
+
+
 def install_hint(runtime: str) -> str:
-    return f"pip install 'mcp-retriever[{EXTRA[runtime]}]'"
+    return f"pip install '{extra(runtime)}'"
 
 
 def choose(runtime: str, precision: str, device: str, local_model: bool,
@@ -90,30 +97,27 @@ def choose(runtime: str, precision: str, device: str, local_model: bool,
         if runtime != "torch" and not local_model:
             raise ConfigError(f"runtime {runtime!r} exports the model from a local folder; set model_name_or_path "
                               "to one, or runtime: torch")
-        if missing := missing_modules(runtime):
-            raise ConfigError(f"runtime {runtime!r} needs {', '.join(missing)}: {install_hint(runtime)}")
+        if absent := missing_modules(runtime):
+            raise MissingDependencyError(absent[0], extra(runtime))
         return Choice(runtime, p, "set in parameter.yaml")
     return _auto(precision, device, local_model, flags)
 
 
 def _auto(precision: str, device: str, local_model: bool, flags: frozenset[str]) -> Choice:
+    torch_precision = "bf16" if precision == "bf16" else "fp32"
     if device != "cpu":
-        p = "bf16" if precision == "bf16" else "fp32"
-        return Choice("torch", p, f"device {device}: torch")
+        return Choice("torch", torch_precision, f"device {device}: torch")
     if precision == "fp32":
         return Choice("torch", "fp32", "precision fp32 asked: torch")
     if not local_model:
-        p = "bf16" if precision == "bf16" else "fp32"
-        return Choice("torch", p, "the model is not a local folder, so no exported runtime: torch")
+        return Choice("torch", torch_precision, "the model is not a local folder, so no exported runtime: torch")
     bf16 = bf16_flag(flags)
     if precision in ("auto", "bf16") and bf16:
         if not missing_modules("openvino"):
             return Choice("openvino", "bf16", f"CPU has {bf16}: OpenVINO bf16 is the fastest variant within the "
                                               "quality bounds (bench/RESULTS.md)")
         why = f"CPU has {bf16} but openvino is not installed ({install_hint('openvino')}, faster)"
-        if precision == "bf16":
-            return Choice("torch", "bf16", f"{why}: torch bf16")
-        return Choice("torch", "fp32", f"{why}: torch fp32")
+        return Choice("torch", torch_precision, f"{why}: torch {torch_precision}")
     if precision == "bf16":
         return Choice("torch", "bf16", "precision bf16 asked; this CPU has no AMX or AVX512-BF16, so it runs "
                                        "emulated, slower than fp32")
@@ -123,7 +127,7 @@ def _auto(precision: str, device: str, local_model: bool, flags: frozenset[str])
             why = "precision int8 asked" if precision == "int8" else f"CPU has {vnni}"
             return Choice("onnx", "int8", f"{why}: onnxruntime int8 (first layer kept in fp32)")
         if precision == "int8":
-            raise ConfigError(f"precision int8 runs on onnxruntime: {install_hint('onnx')}")
+            raise MissingDependencyError(missing_modules("onnx")[0], extra("onnx"))
         return Choice("torch", "fp32", f"CPU has {vnni} but onnxruntime is not installed ({install_hint('onnx')}): "
                                        "torch fp32")
     return Choice("torch", "fp32", "no AMX, AVX512-BF16 or VNNI on this CPU: torch fp32 is the fastest variant "

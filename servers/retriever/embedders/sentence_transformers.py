@@ -11,7 +11,7 @@ import numpy as np
 from ..compute import on_compute_thread
 from ..config import Config
 from ..errors import ConfigError
-from .local import LocalEmbedder
+from .local import LocalEmbedder, check_length
 from .runtime import Choice, bf16_flag, cpu_flags
 
 log = logging.getLogger(__name__)
@@ -55,13 +55,14 @@ def load_model(cfg: Config, device: str = "cpu", model_kwargs: dict[str, Any] | 
     model = SentenceTransformer(cfg.resolved_model(), device=device, trust_remote_code=st.trust_remote_code,
                                 local_files_only=Path(cfg.resolved_model()).exists(), model_kwargs=model_kwargs or {})
     if st.max_seq_length is not None:
-        positions = getattr(getattr(model[0], "auto_model", None), "config", None)
-        limit = getattr(positions, "max_position_embeddings", None)
-        if limit is not None and st.max_seq_length > limit:
-            raise ConfigError(f"max_seq_length {st.max_seq_length} is more than model {cfg.model_name_or_path!r} "
-                              f"has positions for ({limit})")
-        model.max_seq_length = st.max_seq_length
+        model.max_seq_length = check_length(st.max_seq_length, model_positions(model))
     return model
+
+
+def model_positions(model: Any) -> int | None:
+    """How many positions the model's transformer has (None where it does not say)."""
+    config = getattr(getattr(model[0], "auto_model", None), "config", None)
+    return getattr(config, "max_position_embeddings", None)
 
 
 class SentenceTransformerEmbedder(LocalEmbedder):

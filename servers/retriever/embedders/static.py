@@ -12,19 +12,17 @@ from typing import Any
 import numpy as np
 
 from ..config import Config
-from ..errors import ConfigError
-from .cache import cache_root, cached, model_fingerprint, slug
+from ..errors import MissingDependencyError
+from .cache import cached, model_folder
 from .local import LocalEmbedder, folder_prompts
-from .runtime import Choice, install_hint
+from .runtime import Choice, extra
 
 log = logging.getLogger(__name__)
 
 
 def static_folder(cfg: Config) -> Path:
-    folder = Path(cfg.resolved_model())
-    dims = cfg.backend_configs.sentence_transformers.static_dimensions
-    return cache_root(cfg.backend_configs.sentence_transformers.cache_dir) / (
-        f"{slug(folder.name)}-{model_fingerprint(folder)}-model2vec-{dims}")
+    st = cfg.backend_configs.sentence_transformers
+    return model_folder(st.cache_dir, Path(cfg.resolved_model()), f"model2vec-{st.static_dimensions}")
 
 
 def _distill(cfg: Config, out: Path) -> None:
@@ -38,8 +36,6 @@ class StaticEmbedder(LocalEmbedder):
     def __init__(self, cfg: Config, choice: Choice) -> None:
         super().__init__(cfg, choice)
         st = cfg.backend_configs.sentence_transformers
-        if st.sentence_transformers_encode.q_task or st.sentence_transformers_encode.psg_task:
-            raise ConfigError("q_task / psg_task need runtime: torch (a static model has no task adapters)")
         try:
             from model2vec import StaticModel
 
@@ -47,7 +43,7 @@ class StaticEmbedder(LocalEmbedder):
                             f"a static model distilled from {self.model_id}")
             self._model: Any = StaticModel.from_pretrained(str(folder))
         except ImportError as e:
-            raise ConfigError(f"runtime 'static' needs {e.name}: {install_hint('static')}") from e
+            raise MissingDependencyError(e.name or "model2vec", extra("static")) from e
         # Another model than the one it came from: its vectors live in another space.
         self.model_id = f"{self.model_id} static-{st.static_dimensions} (model2vec)"
         self._max_len = st.max_seq_length or 512
