@@ -40,15 +40,16 @@ class ChangeLog:
     model: str | None = None  # the model of `vectors`
 
     @classmethod
-    def load(cls, folder: Path, expected: dict[str, Any]) -> ChangeLog:
-        """The published log in `folder` (an empty one if none), checked against the corpus."""
+    def load(cls, folder: Path, expected: dict[str, Any], images: bool = False) -> ChangeLog:
+        """The published log in `folder` (an empty one if none), checked against the corpus;
+        `images`: the documents are images (stored with absolute paths)."""
         manifest = read_manifest(folder)
         if manifest is None:
             return cls()
         check_manifest(manifest, expected, folder, "delete the folder to drop the added documents, "
                                                     "or restore the corpus it was made for")
         data = folder / manifest["data"]
-        docs = tuple(parse_record(line, i, f"{data / 'added.jsonl'}:{i + 1}")
+        docs = tuple(parse_record(line, i, f"{data / 'added.jsonl'}:{i + 1}", folder if images else None)
                      for i, line in enumerate((data / "added.jsonl").read_bytes().splitlines()))
         vectors = np.load(data / "vectors.npy") if (data / "vectors.npy").is_file() else None
         return cls(docs, vectors, np.load(data / "deleted.npy"), int(manifest["generation"]), manifest.get("model"))
@@ -58,7 +59,10 @@ class ChangeLog:
             path.mkdir()
             with (path / "added.jsonl").open("w", encoding="utf-8") as f:
                 for d in self.docs:
-                    f.write(json.dumps({**d.metadata, "id": d.id, "contents": d.text}, ensure_ascii=False) + "\n")
+                    rec = {**d.metadata, "id": d.id}
+                    if rec.get("image_path") != d.text:  # an image's text is its path
+                        rec["contents"] = d.text
+                    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
             if self.vectors is not None:
                 np.save(path / "vectors.npy", self.vectors)
             np.save(path / "deleted.npy", self.deleted)
@@ -153,9 +157,10 @@ def _union(deleted: np.ndarray, rows: Iterable[int]) -> np.ndarray:
     return np.union1d(deleted, np.fromiter(rows, dtype=np.int64)).astype(np.int64)
 
 
-def parse_documents(documents: Any) -> list[Document]:
+def parse_documents(documents: Any, images: Path | None = None) -> list[Document]:
     """Tool input -> Documents: each `{"id", "contents"}` or `{"id", "title", "text"}`, other
-    fields as metadata (or a `metadata` object); ids required and unique within the call."""
+    fields as metadata (or a `metadata` object); ids required and unique within the call. With
+    `images` (the folder relative paths start from), each is an image `{"id", "image_path"}`."""
     if not isinstance(documents, list) or not documents:
         raise InvalidInputError("documents must be a non-empty list of objects with 'id' and 'contents'")
     out, seen = [], set()
@@ -166,7 +171,7 @@ def parse_documents(documents: Any) -> list[Document]:
         meta = rec.get("metadata")
         flat = {**meta, **{k: v for k, v in rec.items() if k != "metadata"}} if isinstance(meta, dict) else rec
         try:
-            doc = parse_record(json.dumps(flat), i, where)
+            doc = parse_record(json.dumps(flat), i, where, images)
         except CorpusError as e:  # the same checks and messages as for a corpus line
             raise InvalidInputError(str(e)) from None
         if doc.id in seen:

@@ -240,6 +240,15 @@ class Config(Section):
             raise ValueError("is_demo keeps every document in Milvus: set index_backend: milvus")
         return self
 
+    @model_validator(mode="after")
+    def _images_have_no_text(self) -> Config:
+        if self.is_multimodal and self.backend == "bm25":
+            raise ValueError("is_multimodal: images have no text for BM25; set backend: sentence_transformers with "
+                             "an image-text model")
+        if self.is_multimodal and self.chunking.by != "none":
+            raise ValueError("is_multimodal: images are not cut into chunks; set chunking.by: none")
+        return self
+
     def endpoints(self) -> set[str]:
         """Dotted keys of the settings that say where requests go, or the credentials they carry."""
         keys = {"backend_configs.openai.base_url", "backend_configs.openai.api_key", "backend_configs.infinity.url",

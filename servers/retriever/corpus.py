@@ -2,8 +2,12 @@
 
 Records are UltraRAG `{"id", "contents"}` or BEIR `{"_id", "title", "text"}` (title and text
 joined by a space); other fields are kept as metadata. A record without an id gets its row
-number. The store keeps only ids and byte offsets in memory and reads a document's text from
-the memory-mapped file when a hit needs it.
+number. An image corpus (`is_multimodal`) holds `{"id", "image_path"}` records, the path relative
+to the corpus file's folder (as UltraRAG's corpus server writes them): the document's text is the
+image's absolute path, which the embedder reads (embedders/images.py) and search returns.
+
+The store keeps only ids and byte offsets in memory and reads a document's text from the
+memory-mapped file when a hit needs it.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ _ID_KEYS = ("id", "_id")
 _TEXT_KEYS = ("contents", "title", "text")
 
 
-def parse_record(raw: bytes | str, row: int, where: str) -> Document:
-    """One JSONL line -> Document; `where` (file:line) goes into every error."""
+def parse_record(raw: bytes | str, row: int, where: str, images: Path | None = None) -> Document:
+    """One JSONL line -> Document; `where` (file:line) goes into every error. With `images` (the
+    folder image paths are relative to) the record is an image."""
     try:
         rec = json.loads(raw)
     except json.JSONDecodeError as e:
@@ -39,6 +44,8 @@ def parse_record(raw: bytes | str, row: int, where: str) -> Document:
                           "convert the file to UTF-8") from None
     if not isinstance(rec, dict):
         raise CorpusError(f"{where}: a record must be a JSON object, got {type(rec).__name__}")
+    if images is not None:
+        return _image_record(rec, row, where, images)
     if "contents" in rec:
         text = rec["contents"]
     elif "text" in rec or "title" in rec:
@@ -47,17 +54,53 @@ def parse_record(raw: bytes | str, row: int, where: str) -> Document:
             raise CorpusError(f"{where}: 'title' and 'text' must be strings")
         text = " ".join(p for p in parts if p)
     else:
+        hint = "; an image record: set is_multimodal: true" if "image_path" in rec else ""
         raise CorpusError(
             f"{where}: no text field; a record needs 'contents' (UltraRAG) or 'title'/'text' (BEIR),"
-            f" found keys {sorted(rec)}"
+            f" found keys {sorted(rec)}{hint}"
         )
     if not isinstance(text, str):
         raise CorpusError(f"{where}: the text field must be a string, got {type(text).__name__}")
+    metadata = {k: v for k, v in rec.items() if k not in _ID_KEYS and k not in _TEXT_KEYS}
+    return Document(id=_record_id(rec, row, where), text=text, metadata=metadata)
+
+
+def _record_id(rec: dict[str, Any], row: int, where: str) -> str:
     raw_id = next((rec[k] for k in _ID_KEYS if k in rec), row)
     if not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
         raise CorpusError(f"{where}: the id must be a string or an integer, got {raw_id!r}")
-    metadata = {k: v for k, v in rec.items() if k not in _ID_KEYS and k not in _TEXT_KEYS}
-    return Document(id=str(raw_id), text=text, metadata=metadata)
+    return str(raw_id)
+
+
+def _image_record(rec: dict[str, Any], row: int, where: str, images: Path) -> Document:
+    """An image record: text and metadata `image_path` are the image's absolute path; other
+    fields (a caption in `contents`, UltraRAG's `image_id`) are metadata."""
+    rel = rec.get("image_path")
+    if not isinstance(rel, str) or not rel:
+        raise CorpusError(f"{where}: no 'image_path'; with is_multimodal every record is an image "
+                          f"({{\"id\", \"image_path\"}}, the path relative to the corpus file's folder), found keys "
+                          f"{sorted(rec)}; keep text records in a corpus of their own")
+    path = str((images / rel).resolve())
+    metadata = {k: v for k, v in rec.items() if k not in _ID_KEYS} | {"image_path": path}
+    return Document(id=_record_id(rec, row, where), text=path, metadata=metadata)
+
+
+def check_image(doc: Document, where: str, root: Path | None) -> None:
+    """An image record's file: inside `root` (if given), present, and an image PIL can open (the
+    header is read; a file damaged further in is named when it is embedded)."""
+    from PIL import Image, UnidentifiedImageError
+
+    path = Path(doc.text)
+    if root is not None and not path.is_relative_to(root.resolve()):
+        raise CorpusError(f"{where}: the image {path} lies outside {root}; images must lie in the corpus file's "
+                          "folder or below it")
+    try:
+        with Image.open(path) as im:
+            im.size  # noqa: B018 - the header parsed
+    except FileNotFoundError:
+        raise CorpusError(f"{where}: image not found: {path}") from None
+    except (UnidentifiedImageError, OSError) as e:
+        raise CorpusError(f"{where}: cannot read the image {path}: {e}") from None
 
 
 def iter_lines(path: Path, digest: Any = None) -> Iterator[tuple[int, int, bytes]]:
@@ -75,8 +118,10 @@ def iter_lines(path: Path, digest: Any = None) -> Iterator[tuple[int, int, bytes
 class DocStore:
     """Ids and byte offsets of every record; texts are read on demand."""
 
-    def __init__(self, path: Path, ids: list[str], starts: np.ndarray, ends: np.ndarray, fingerprint: str):
+    def __init__(self, path: Path, ids: list[str], starts: np.ndarray, ends: np.ndarray, fingerprint: str,
+                 images: Path | None = None):
         self.path = path
+        self.images = images  # an image corpus: the folder its image paths are relative to
         self.ids = ids
         self._starts = starts
         self._ends = ends
@@ -86,20 +131,24 @@ class DocStore:
         self._masks: dict[Filter, np.ndarray] = {}
 
     @classmethod
-    def open(cls, path: str | Path, duplicate_ids: str = "error") -> DocStore:
+    def open(cls, path: str | Path, duplicate_ids: str = "error", images: bool = False) -> DocStore:
         """Validate the whole file in one streaming pass; record ids, offsets and a sha256.
         A repeated id is an error, or with `duplicate_ids="number"` its n-th repeat is `<id>#<n>`
-        (UltraRAG's chunked corpora repeat a document's id in its chunks)."""
+        (UltraRAG's chunked corpora repeat a document's id in its chunks). With `images`, every
+        record is an image (checked to exist and open)."""
         path = Path(path)
         if not path.is_file():
             raise CorpusError(f"corpus file not found: {path} (set corpus_path in parameter.yaml)")
+        folder = path.parent if images else None
         digest = hashlib.sha256()
         ids: list[str] = []
         seen: dict[str, int] = {}
         starts: list[int] = []
         ends: list[int] = []
         for lineno, offset, line in iter_lines(path, digest):
-            doc = parse_record(line, len(ids), f"{path}:{lineno}")
+            doc = parse_record(line, len(ids), f"{path}:{lineno}", folder)
+            if folder is not None:
+                check_image(doc, f"{path}:{lineno}", folder)
             doc_id = doc.id
             if doc_id in seen:
                 if duplicate_ids != "number":
@@ -115,14 +164,14 @@ class DocStore:
             ends.append(offset + len(line))
         if not ids:
             raise CorpusError(f"{path}: the corpus is empty (no records)")
-        return cls(path, ids, np.asarray(starts, np.int64), np.asarray(ends, np.int64), digest.hexdigest())
+        return cls(path, ids, np.asarray(starts, np.int64), np.asarray(ends, np.int64), digest.hexdigest(), folder)
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def get(self, row: int) -> Document:
         raw = self._map[int(self._starts[row]) : int(self._ends[row])]
-        doc = parse_record(raw, row, f"{self.path}:row {row}")
+        doc = parse_record(raw, row, f"{self.path}:row {row}", self.images)
         return doc if doc.id == self.ids[row] else replace(doc, id=self.ids[row])  # a numbered repeat
 
     def texts(self, rows: Iterable[int] | None = None) -> Iterator[str]:

@@ -57,9 +57,9 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     docs = None
     if cfg.corpus_path is not None and not holds:
         path = cfg.corpus_path if cfg.chunking.by == "none" else chunked_corpus(cfg)
-        docs = DocStore.open(path, cfg.duplicate_ids)
+        docs = DocStore.open(path, cfg.duplicate_ids, cfg.is_multimodal)
     paths = cfg.paths()
-    collection = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs)))
+    collection = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs), cfg.is_multimodal))
     if embedder is None and cfg.backend != "bm25":
         embedder = build_embedder(cfg)
     warnings: list[str] = list(embedder.warnings) if embedder else []

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import remote
-from ..errors import InvalidInputError, NotYetSupportedError
+from ..errors import InvalidInputError
 from .models import (
     AddRequest,
     BatchSearchRequest,
@@ -19,6 +19,7 @@ from .models import (
     FanoutSearchRequest,
     HybridBatchSearchRequest,
     HybridSearchRequest,
+    ImageCorpusRequest,
     IndexRequest,
     IngestRequest,
     InitRequest,
@@ -59,9 +60,7 @@ def init(engine: Retriever, r: InitRequest) -> Payload:
 
 
 def embed(engine: Retriever, r: EmbedRequest) -> Payload:
-    if r.is_multimodal:
-        raise NotYetSupportedError("is_multimodal is accepted but not active in this release")
-    return engine.embed(r.embedding_path, r.overwrite)
+    return engine.embed(r.embedding_path, r.overwrite, is_multimodal=r.is_multimodal)
 
 
 def index(engine: Retriever, r: IndexRequest) -> Payload:
@@ -102,6 +101,15 @@ def ingest(engine: Retriever, r: IngestRequest) -> Payload:
         parsed, source = parse_text(r.text or "", r.format), r.source_id
     metadata = {**({"doc_title": parsed.title} if parsed.title else {}), **(r.metadata or {})}
     return engine.ingest(source, parsed.text, metadata)
+
+
+def image_corpus(engine: Retriever, r: ImageCorpusRequest) -> Payload:
+    """PDF pages rendered into an image corpus for is_multimodal (documents/pdf_images.py)."""
+    from ..documents.pdf_images import build_image_corpus
+
+    return build_image_corpus(engine.resolve_path(r.parse_file_path, "parse_file_path"),
+                              engine.resolve_path(r.image_corpus_save_path, "image_corpus_save_path"),
+                              bool(engine.config.overwrite if r.overwrite is None else r.overwrite))
 
 
 def neighbors(engine: Retriever, r: NeighborsRequest) -> Payload:
@@ -208,7 +216,7 @@ CALLS: dict[type[Request], Call] = {
     BatchSearchRequest: batch_search, HybridSearchRequest: search, HybridBatchSearchRequest: hybrid_batch_search,
     MultiQuerySearchRequest: multi_query_search, FanoutSearchRequest: fanout_search, BM25SearchRequest: search,
     DeployClientRequest: deploy_search, ProjectMemorySearchRequest: project_memory_search,
-    IngestRequest: ingest, NeighborsRequest: neighbors,
+    IngestRequest: ingest, NeighborsRequest: neighbors, ImageCorpusRequest: image_corpus,
 }
 
 

@@ -88,7 +88,9 @@ IndexBackendConfigs = Annotated[dict[str, Any] | None, Field(
     description="Per-index-backend settings, merged over the YAML's (Milvus URIs and tokens only from the YAML).")]
 BatchSize = Annotated[int | None, Field(ge=1, description="Texts per embedding batch. Default: batch_size (64).")]
 GpuIds = Annotated[str | int | None, Field(description="GPU ids, e.g. '0' or '0,1'; null = CPU. Default: the YAML's.")]
-IsMultimodal = Annotated[bool | None, Field(description="Accepted for UltraRAG; not active in this release.")]
+IsMultimodal = Annotated[bool | None, Field(
+    description="An image corpus: records {id, image_path} (relative to the corpus file's folder), embedded with an "
+                "image-text model and searched by text; results hold the image's absolute path. Default: the YAML's.")]
 IsDemo = Annotated[bool | None, Field(
     description="Milvus demo mode: every document lives in Milvus (index_backend milvus). Default: the YAML's.")]
 Searched = Annotated[str | None, Field(
@@ -119,6 +121,11 @@ DocFormat = Annotated[Literal["text", "markdown", "html", "pdf"], Field(
     description="How to read `text`: text, markdown or html (a PDF comes as a path). Default: text.")]
 DocPath = Annotated[str | None, Field(
     description="A document file (.txt, .md, .html, .pdf) inside the folders the server allows (or give `text`).")]
+PdfSource = Annotated[str, Field(
+    description="A .pdf file or a folder searched for them, inside the folders the server allows.")]
+ImageCorpusPath = Annotated[str, Field(
+    description="The image corpus to write (.jsonl), inside the folders the server allows; the page images go "
+                "under image/<pdf name>/ beside it.")]
 SourceId = Annotated[str | None, Field(
     description="The document's id: its chunks are <source_id>:<n>; ingesting it again replaces them. Default with "
     "a path: the file's name.")]

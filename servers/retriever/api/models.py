@@ -30,6 +30,7 @@ from .fields import (
     Fusion,
     GpuIds,
     Ids,
+    ImageCorpusPath,
     IndexBackend,
     IndexBackendConfigs,
     IndexedCollection,
@@ -46,6 +47,7 @@ from .fields import (
     Offset,
     Overwrite,
     ParameterFile,
+    PdfSource,
     Queries,
     QueryInstruction,
     QuestionList,
@@ -109,6 +111,12 @@ class IndexRequest(Request):
 
 
 class BM25IndexRequest(Request):
+    overwrite: Overwrite = None
+
+
+class ImageCorpusRequest(Request):
+    parse_file_path: PdfSource
+    image_corpus_save_path: ImageCorpusPath
     overwrite: Overwrite = None
 
 

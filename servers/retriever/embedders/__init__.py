@@ -8,6 +8,10 @@ from .base import Embedder
 
 
 def build_embedder(cfg: Config) -> Embedder:
+    if cfg.is_multimodal and cfg.backend in ("openai", "infinity"):
+        from .images import refuse_server_backend
+
+        refuse_server_backend(cfg)
     match cfg.backend:
         case "sentence_transformers":
             return _local(cfg)
@@ -41,6 +45,10 @@ def _local(cfg: Config) -> Embedder:
     st = cfg.backend_configs.sentence_transformers
     warnings: list[str] = []
     device = pick_device(cfg.gpu_ids, warnings)
+    if cfg.is_multimodal:
+        from .images import ImageEmbedder, image_choice
+
+        return ImageEmbedder(cfg, image_choice(cfg, device), device, warnings)
     choice = choose(st.runtime, st.precision, device, Path(cfg.resolved_model()).is_dir())
     match choice.runtime:
         case "onnx" | "openvino":

@@ -137,7 +137,7 @@ def _corpus_batches(view: View) -> Vectors:
     if cfg.corpus_path is None:
         raise IndexMissingError("retriever_index in demo mode embeds corpus_path into Milvus; set corpus_path, "
                                 "or add documents with retriever_add")
-    docs, chunk = DocStore.open(cfg.corpus_path, cfg.duplicate_ids), cfg.index_backend_configs.milvus.index_chunk_size
+    docs, chunk = DocStore.open(cfg.corpus_path, cfg.duplicate_ids, cfg.is_multimodal), cfg.index_backend_configs.milvus.index_chunk_size
     for start in range(0, len(docs), chunk):
         batch = [docs.get(r) for r in range(start, min(start + chunk, len(docs)))]
         yield batch, view.embedder.encode_passages([d.text for d in batch])

@@ -83,6 +83,10 @@ TOOLS = (
          "Add a document (text as text/markdown/html, or a .txt/.md/.html/.pdf file the server may read): parsed, "
          "cut into chunks by the YAML's chunking settings, embedded and searchable at once. Returns the chunk ids "
          "(<source_id>:<n>); ingesting a source again replaces its chunks.", writes=True),
+    Tool("retriever_build_image_corpus", "PDF pages to an image corpus", m.ImageCorpusRequest, BUILD,
+         "Render every page of a PDF (or of each PDF in a folder) to a JPEG and write an image corpus "
+         "({id, image_id, image_path, pdf, page} per page) for retriever_init(is_multimodal=true). Needs no "
+         "retriever_init.", writes=True),
     Tool("retriever_get_neighbors", "Chunks around a chunk", m.NeighborsRequest, READ,
          "A chunk and the chunks before and after it in its document: ids, texts and the merged text."),
     Tool("retriever_delete", "Delete documents", m.DeleteRequest, DELETE,

@@ -1,0 +1,87 @@
+"""PDF pages -> an image corpus (`is_multimodal`), as UltraRAG's corpus server `build_image_corpus`.
+
+Each page is rendered with pypdfium2 (PDFium) to a JPEG under `image/<pdf stem>/page_<n>.jpg`
+beside the corpus file, and listed as `{"id", "image_id", "image_path", "pdf", "page"}` (UltraRAG's
+keys, plus the source file and the page number from 0 for filters; a second PDF of the same stem
+gets `<stem>-2`). A PDF that will not open (damaged,
+or encrypted with a password) is skipped and named in the reply. The corpus file is written to a
+temporary name and renamed into place, so a crash never leaves half a corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from ..errors import AlreadyExistsError, InvalidInputError, MissingDependencyError
+from ..persist import atomic_write_text
+
+log = logging.getLogger(__name__)
+DPI = 144  # UltraRAG renders at 144 dpi too
+
+
+def pdf_files(source: Path) -> list[Path]:
+    if source.is_file():
+        if source.suffix.lower() != ".pdf":
+            raise InvalidInputError(f"{source}: not a .pdf file; give a PDF or a folder of them")
+        return [source]
+    if not source.is_dir():
+        raise InvalidInputError(f"{source}: no such file or folder")
+    found = sorted(p for p in source.rglob("*") if p.suffix.lower() == ".pdf" and p.is_file())
+    if not found:
+        raise InvalidInputError(f"{source}: no .pdf files in this folder")
+    return found
+
+
+def _unique(stem: str, used: set[str]) -> str:
+    """`stem`, or `stem-2`, `stem-3`...: two a.pdf in different folders keep their own pages."""
+    name, n = stem, 1
+    while name in used:
+        n += 1
+        name = f"{stem}-{n}"
+    used.add(name)
+    return name
+
+
+def build_image_corpus(source: Path, corpus: Path, overwrite: bool = False, dpi: int = DPI) -> dict[str, Any]:
+    """Render every page of the PDFs at `source` (a file or a folder, searched recursively) and
+    write the image corpus `corpus` (.jsonl) with the pages under `corpus`'s folder."""
+    try:
+        import pypdfium2 as pdfium
+    except ImportError as e:
+        raise MissingDependencyError("pypdfium2", "mcp-retriever[images]") from e
+    if corpus.suffix != ".jsonl":
+        raise InvalidInputError(f"image_corpus_save_path must end with .jsonl, got {corpus}")
+    if corpus.exists() and not overwrite:
+        raise AlreadyExistsError(f"{corpus} exists; pass overwrite=true to replace it")
+    pdfs = pdf_files(source)
+    rows: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    stems: set[str] = set()
+    for pdf in pdfs:
+        stem = _unique(pdf.stem, stems)
+        try:
+            doc = pdfium.PdfDocument(pdf)
+        except pdfium.PdfiumError as e:
+            skipped[str(pdf)] = str(e)
+            log.warning("skipped %s: %s", pdf, e)
+            continue
+        folder = corpus.parent / "image" / stem
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            for n in range(len(doc)):
+                rel = f"image/{stem}/page_{n}.jpg"
+                doc[n].render(scale=dpi / 72).to_pil().convert("RGB").save(corpus.parent / rel, quality=90)
+                rows.append({"id": len(rows), "image_id": f"{stem}/page_{n}.jpg", "image_path": rel,
+                             "pdf": pdf.name, "page": n})
+        finally:
+            doc.close()
+    if not rows:
+        raise InvalidInputError(f"{source}: no page could be rendered ({len(skipped)} PDFs skipped: "
+                                f"{'; '.join(f'{k}: {v}' for k, v in skipped.items())})")
+    atomic_write_text(corpus, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    log.info("image corpus %s: %d pages from %d PDFs", corpus, len(rows), len(pdfs) - len(skipped))
+    return {"image_corpus_save_path": str(corpus), "images": len(rows), "pdfs": len(pdfs) - len(skipped),
+            "skipped": skipped}
