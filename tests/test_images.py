@@ -5,6 +5,8 @@ name the corpus line. The model is a tiny CLIP built at test time (tests/images.
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -97,15 +99,62 @@ def test_a_named_collection_of_images_beside_a_text_collection(project: Path) ->
     assert mcp.ok("retriever_search", {"query_list": QUERIES[0], "top_k": 3})["ret_psg"][0][0].endswith(".png")
 
 
-def test_milvus_lite_returns_the_same_images_as_faiss(project: Path) -> None:
+@pytest.mark.parametrize("where", [pytest.param("lite", id="lite"),
+                                   pytest.param("server", id="server", marks=pytest.mark.milvus_server)])
+def test_milvus_returns_the_same_images_as_faiss(project: Path, where: str, request: pytest.FixtureRequest) -> None:
     faiss = built_mcp(project).ok("retriever_search", {"query_list": QUERIES, "top_k": 5})
-    mcp = MCP(engine_for(project))
-    mcp.ok("retriever_init", {"index_backend": "milvus",
-                              "index_backend_configs": {"milvus": {"uri": str(project.parent / "out" / "m.db")}}})
+    uri = str(project.parent / "out" / "m.db") if where == "lite" else request.getfixturevalue("milvus_server_uri")
+    mcp = MCP(engine_for(project, {"index_backend": "milvus", "index_backend_configs": {"milvus": {"uri": uri}}}))
+    mcp.ok("retriever_init", {"collection_name": f"images_{uuid.uuid4().hex[:8]}"})
+    mcp.ok("retriever_embed")
     mcp.ok("retriever_index")
     milvus = mcp.ok("retriever_search", {"query_list": QUERIES, "top_k": 5})
     assert milvus["ret_ids"] == faiss["ret_ids"] and milvus["ret_psg"] == faiss["ret_psg"]
     assert np.allclose(milvus["ret_scores"], faiss["ret_scores"], atol=1e-4)
+
+
+def test_an_infinity_server_embeds_the_images(project: Path, clip: Path, tmp_path: Path) -> None:
+    """The real `infinity_emb` serving the tiny CLIP: images go as data URIs with modality image and
+    come back as the in-process model's vectors. (Queries are compared on one that both sides'
+    transformers tokenise alike: the toy byte-level vocabulary splits others differently.)"""
+    from embedding_servers import InfinityServer, infinity_venv
+
+    if os.environ.get("RETRIEVER_SKIP_INFINITY") == "1" or not (infinity_venv() / "bin" / "infinity_emb").exists():
+        pytest.skip("no Infinity venv (make infinity-venv), or RETRIEVER_SKIP_INFINITY=1")
+    in_process = MCP(engine_for(project))
+    in_process.ok("retriever_init")
+    local_file = in_process.ok("retriever_embed")["embedding_path"]
+    in_process.ok("retriever_index")
+    local = in_process.ok("retriever_search", {"query_list": QUERIES[0], "top_k": 12})
+    server = InfinityServer(tmp_path / "infinity.log", "k-images", model=clip, name="tiny-clip")
+    try:
+        mcp = MCP(engine_for(project, {"backend": "infinity", "backend_configs": {
+            "infinity": {"url": server.url, "model_name": "tiny-clip", "api_key": "k-images"}}}))
+        status = mcp.ok("retriever_init", {"collection_name": "inf"})
+        assert (status["runtime"], status["dimension"]) == ("infinity server", 16)
+        remote_file = mcp.ok("retriever_embed")["embedding_path"]
+        mcp.ok("retriever_index")
+        remote = mcp.ok("retriever_search", {"query_list": QUERIES[0], "top_k": 12})
+    finally:
+        server.stop()
+    assert np.allclose(np.load(remote_file), np.load(local_file), atol=1e-5)
+    assert remote["ret_ids"] == local["ret_ids"] and remote["ret_psg"] == local["ret_psg"]
+    assert np.allclose(remote["ret_scores"], local["ret_scores"], atol=1e-4)
+
+
+def test_a_server_whose_model_embeds_no_images_is_refused_at_init(project: Path, tmp_path: Path) -> None:
+    from embedding_servers import InfinityServer, infinity_venv
+
+    if os.environ.get("RETRIEVER_SKIP_INFINITY") == "1" or not (infinity_venv() / "bin" / "infinity_emb").exists():
+        pytest.skip("no Infinity venv (make infinity-venv), or RETRIEVER_SKIP_INFINITY=1")
+    server = InfinityServer(tmp_path / "infinity.log", "k-text")  # the text-only MiniLM
+    try:
+        message = MCP(engine_for(project, {"backend": "infinity", "backend_configs": {"infinity": {
+            "url": server.url, "model_name": InfinityServer.MODEL, "api_key": "k-text", "max_retries": 0}}})
+                      ).error("retriever_init")
+    finally:
+        server.stop()
+    assert "is_multimodal: embedding server" in message and "serve an image-text model" in message
 
 
 def make_pdf(path: Path, pages: int) -> Path:
@@ -183,7 +232,6 @@ def test_an_added_image_that_cannot_be_read_is_named(project: Path) -> None:
 @pytest.mark.parametrize("init, message", [
     pytest.param({"model_name_or_path": "all-MiniLM-L6-v2"}, "embeds text, not images and text in one space", id="text-model"),
     pytest.param({"backend": "openai"}, "backend 'openai' embeds text only", id="openai"),
-    pytest.param({"backend": "infinity"}, "backend 'infinity' embeds text only", id="infinity"),
     pytest.param({"backend": "bm25"}, "images have no text for BM25", id="bm25-backend"),
     pytest.param({"backend_configs": {"sentence_transformers": {"runtime": "onnx"}}}, "exports the text tower only",
                  id="onnx-runtime"),

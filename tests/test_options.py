@@ -93,7 +93,6 @@ def test_bm25_backend_has_no_dense_search(tmp_path: Path) -> None:
     "overrides, message",
     [
         pytest.param({"backend": "infinity"}, "set backend_configs.infinity.url", id="infinity-without-url"),
-        pytest.param({"is_multimodal": True}, "is_multimodal is accepted but not active", id="multimodal"),
     ],
 )
 def test_inactive_options_fail_clearly_at_init(project: Path, overrides: dict, message: str) -> None:

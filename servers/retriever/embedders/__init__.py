@@ -8,7 +8,7 @@ from .base import Embedder
 
 
 def build_embedder(cfg: Config) -> Embedder:
-    if cfg.is_multimodal and cfg.backend in ("openai", "infinity"):
+    if cfg.is_multimodal and cfg.backend == "openai":
         from .images import refuse_server_backend
 
         refuse_server_backend(cfg)
@@ -20,9 +20,10 @@ def build_embedder(cfg: Config) -> Embedder:
 
             return ServerEmbedder(openai_settings(cfg), cfg)
         case "infinity":
-            from .remote import ServerEmbedder, infinity_settings
+            from .remote import ImageServerEmbedder, ServerEmbedder, infinity_settings
 
-            return ServerEmbedder(infinity_settings(cfg), cfg)
+            kind = ImageServerEmbedder if cfg.is_multimodal else ServerEmbedder
+            return kind(infinity_settings(cfg), cfg)
         case "bm25":
             raise NotYetSupportedError(
                 "backend 'bm25' has no dense embedder; use bm25_index / bm25_search, "

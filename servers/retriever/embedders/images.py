@@ -31,16 +31,20 @@ def image_choice(cfg: Config, device: str) -> Choice:
 
 
 def refuse_server_backend(cfg: Config) -> None:
-    """The embedding servers' clients here send text only: is_multimodal needs the model in process."""
+    """OpenAI-compatible /embeddings takes text only (Infinity's takes images: remote.py)."""
     raise NotYetSupportedError(
-        f"is_multimodal: backend {cfg.backend!r} embeds text only in this release; set backend: "
-        "sentence_transformers with an image-text model (a CLIP model folder) in model_name_or_path")
+        f"is_multimodal: backend {cfg.backend!r} embeds text only (the OpenAI embeddings API has no images); set "
+        "backend: sentence_transformers with an image-text model (a CLIP model folder), or backend: infinity "
+        "serving one")
 
 
-def load_image(path: str) -> Any:
+def load_image(path: str, convert: bool = True) -> Any:
+    """The image at `path` (in RGB, read whole), or with `convert=False` opened lazily (its header)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
+        if not convert:
+            return Image.open(path)
         with Image.open(path) as im:
             return im.convert("RGB")
     except (UnidentifiedImageError, OSError) as e:

@@ -6,6 +6,9 @@ connection errors, timeouts, 429 and 5xx with exponential backoff and jitter (`m
 a request that still fails fails the whole call with an error naming the server and the status.
 Every answer is checked: one vector per text, in order, each of the dimension the first
 request (the probe at start-up) returned. The API key is never logged or put in an error.
+
+Image corpora (`is_multimodal`, Infinity only: its `/embeddings` takes `modality: image`) send each
+image as a data URI; a probe image at start-up shows the served model embeds images.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -112,25 +116,27 @@ class ServerEmbedder:
     def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode(list(texts))
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], modality: str = "text") -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         size = self._s.batch_size
         batches = [texts[i : i + size] for i in range(0, len(texts), size)]
         if len(batches) == 1 or self._s.concurrency == 1:
-            parts = [self._request(b) for b in batches]
+            parts = [self._request(b, modality) for b in batches]
         else:
             pool = ThreadPoolExecutor(min(self._s.concurrency, len(batches)), thread_name_prefix="retriever-http")
             try:
-                parts = list(pool.map(self._request, batches))
+                parts = list(pool.map(lambda b: self._request(b, modality), batches))
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)  # after a failure, send nothing more
         return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
 
-    def _request(self, texts: list[str]) -> np.ndarray:
+    def _request(self, texts: list[str], modality: str = "text") -> np.ndarray:
         o = self._openai
+        extra = {"modality": modality} if modality != "text" else None
         try:
-            reply = self._client.embeddings.create(model=self._s.model, input=texts, encoding_format="float")
+            reply = self._client.embeddings.create(model=self._s.model, input=texts, encoding_format="float",
+                                                   extra_body=extra)
         except o.APIStatusError as e:
             retried = e.status_code in (408, 409, 429) or e.status_code >= 500  # what the client retries
             raise self._error(f"answered HTTP {e.status_code}: {_body(e.response, self._s.api_key)}", retried) from None
@@ -162,6 +168,35 @@ class ServerEmbedder:
         tries = f" (after {self._s.max_retries} retries)" if retried and self._s.max_retries else ""
         message = f"embedding server {self._s.base_url} (model {self._s.model!r}) {what}{tries}"
         return EmbeddingServerError(redact(message, [self._s.api_key if self._s.api_key != NO_KEY else None]))
+
+
+class ImageServerEmbedder(ServerEmbedder):
+    """Passages are image files, sent to an Infinity server as data URIs with `modality: image`."""
+
+    def __init__(self, settings: ServerSettings, cfg: Config) -> None:
+        super().__init__(settings, cfg)
+        try:
+            self._encode([PROBE_IMAGE], "image")
+        except EmbeddingServerError as e:
+            raise EmbeddingServerError(f"is_multimodal: {e}; serve an image-text model (a CLIP model) there") from None
+
+    def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode([data_uri(p) for p in texts], "image")
+
+
+PROBE_IMAGE = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAADElEQVR4nGNgGB4AAADIAA"
+               "GtQHYiAAAAAElFTkSuQmCC")  # an 8x8 black PNG
+
+
+def data_uri(path: str) -> str:
+    """The image file as a data URI (its own format; PIL names it, and says if it is no image)."""
+    import base64
+
+    from .images import load_image
+
+    with load_image(path, convert=False) as im:
+        fmt = (im.format or "png").lower()
+    return f"data:image/{fmt};base64,{base64.b64encode(Path(path).read_bytes()).decode()}"
 
 
 def _body(response: Any, secret: str) -> str:
