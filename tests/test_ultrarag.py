@@ -144,7 +144,8 @@ def test_arguments_ultrarag_passes_are_accepted(tmp_path: Path) -> None:
     mcp = MCP(engine_for(write_project(tmp_path / "p")))
     mcp.ok("retriever_init", {})
     err = mcp.error("retriever_embed", {"is_multimodal": True})
-    assert "is_multimodal" in err and "not active" in err
+    assert "is_multimodal" in err and "call retriever_init with is_multimodal: true" in err
+    assert mcp.ok("retriever_embed", {"is_multimodal": False})["count"] > 0  # the pipeline's default
     err = mcp.error("retriever_index", {"collection_name": "wiki"})
     assert "retriever_init" in err and "wiki" in err
     err = mcp.error("retriever_index", {"corpus_path": str(ROOT / "data" / "sample_corpus.jsonl")})
