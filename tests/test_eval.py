@@ -101,3 +101,119 @@ def test_cli_errors_are_one_clear_line(project: Path) -> None:
     assert "unknown key 'top_kk'" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_cli("search", "x", "--config", str(project))
     assert proc.returncode == 2 and "call retriever_embed then retriever_index" in proc.stderr
+
+
+# ---- cross-checks against standard implementations, and the significance test ---------------
+
+QRELS_TEST = None
+
+
+@pytest.fixture(scope="module")
+def scifact_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real TREC run files: BM25 on SciFact test (300 queries, 100 deep) with two settings (their
+    scores tie now and then, as BM25's do), the first with rank-derived scores (no ties) and with
+    scores rounded to 1 decimal (ties everywhere, to check the order ties are read in)."""
+    from conftest import SCIFACT, engine_for, write_project
+    from retriever.evaluation import load_queries
+
+    folder = tmp_path_factory.mktemp("runs")
+    qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
+    queries = load_queries(SCIFACT / "queries.jsonl")
+    qids = list(qrels)
+    files = {}
+    for name, k1 in (("bm25", 1.5), ("bm25_k1_0.6", 0.6)):
+        engine = engine_for(write_project(folder / name, SCIFACT / "corpus.jsonl", backend="bm25"),
+                            {"backend_configs": {"bm25": {"k1": k1}}})
+        engine.init()
+        engine.bm25_index(progress=False)
+        hits = engine.bm25_search([queries[q] for q in qids], top_k=100)
+        run = {q: [(h.id, h.score) for h in hs] for q, hs in zip(qids, hits)}
+        write_trec_run(run, folder / f"{name}.trec", name)
+        files[name] = folder / f"{name}.trec"
+        if name == "bm25":
+            for variant, score in (("ties", lambda r, s: round(s, 1)), ("ranked", lambda r, s: 1000.0 - r)):
+                changed = {q: [(d, score(r, s)) for r, (d, s) in enumerate(docs)] for q, docs in run.items()}
+                write_trec_run(changed, folder / f"{variant}.trec", variant)
+                files[variant] = folder / f"{variant}.trec"
+    return files
+
+
+def test_measures_equal_pytrec_eval_ir_measures_and_ranx(scifact_runs: dict[str, Path]) -> None:
+    import ir_measures
+    import pytrec_eval
+    import ranx
+    from conftest import SCIFACT
+    from retriever.evaluation import read_trec_run
+
+    qrels_file = SCIFACT / "qrels" / "test.tsv"
+    qrels = load_qrels(qrels_file)
+    for name, path in scifact_runs.items():
+        ours = evaluate(read_trec_run(path), qrels)
+        trec_run: dict[str, dict[str, float]] = {}
+        for line in path.read_text().splitlines():
+            q, _, d, _, s, _ = line.split()
+            trec_run.setdefault(q, {})[d] = float(s)
+        trec = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100", "recip_rank"})
+        per_query = trec.evaluate(trec_run)
+        measured = ir_measures.calc_aggregate([ir_measures.nDCG @ 10, ir_measures.R @ 100, ir_measures.RR @ 10],
+                                              ir_measures.read_trec_qrels(str(_trec_qrels(qrels_file))),
+                                              ir_measures.read_trec_run(str(path)))
+        ranx_scores = ranx.evaluate(ranx.Qrels(qrels), ranx.Run(trec_run), ["ndcg@10", "recall@100", "mrr@10"])
+        n = len(qrels)
+        trec_means = {"ndcg@10": sum(v["ndcg_cut_10"] for v in per_query.values()) / n,
+                      "recall@100": sum(v["recall_100"] for v in per_query.values()) / n}
+        for measure, value in trec_means.items():
+            assert ours[measure] == round(value, 4), (name, measure, "pytrec_eval")
+        # trec_eval's recip_rank has no cutoff: ours without one, in the order we read the file
+        uncut = sum(mrr_at([d for d, _ in read_trec_run(path).get(q, [])], rels, 10**6) for q, rels in qrels.items())
+        assert round(uncut / n, 4) == round(sum(v["recip_rank"] for v in per_query.values()) / n, 4), name
+        for measure, key in (("ndcg@10", ir_measures.nDCG @ 10), ("recall@100", ir_measures.R @ 100),
+                             ("mrr@10", ir_measures.RR @ 10)):
+            if measure == "mrr@10" and name == "ties":  # ir-measures' RR@10 provider breaks ties its own way
+                continue
+            assert ours[measure] == round(measured[key], 4), (name, measure, "ir-measures")
+            if name == "ranked":  # ranx orders tied documents its own way; trec_eval's order is the standard
+                assert ours[measure] == round(ranx_scores[measure], 4), (name, measure, "ranx")
+
+
+def _trec_qrels(beir: Path) -> Path:
+    out = beir.with_name(beir.stem + ".trec-qrels")
+    if not out.exists():
+        rows = beir.read_text().splitlines()[1:]
+        out.write_text("".join(f"{q} 0 {d} {s}\n" for q, d, s in (r.split("\t") for r in rows if r)))
+    return out
+
+
+def test_the_significance_test_agrees_with_scipy_and_ranx(scifact_runs: dict[str, Path]) -> None:
+    import numpy as np
+    import ranx
+    from conftest import SCIFACT
+    from ranx.statistical_tests import fisher_randomization_test
+    from retriever.evaluation import compare, per_query, read_trec_run
+    from scipy.stats import ttest_rel
+
+    qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
+    a, b = read_trec_run(scifact_runs["bm25_k1_0.6"]), read_trec_run(scifact_runs["bm25"])
+    result = compare(a, b, qrels, "ndcg@10", permutations=20_000, seed=1)
+    x, y = per_query(a, qrels, "ndcg@10"), per_query(b, qrels, "ndcg@10")
+    assert result["delta"] == round(float((y - x).mean()), 4) and result["queries"] == 300
+    assert result["p_ttest"] == round(float(ttest_rel(y, x).pvalue), 4)
+    ranx_p, _ = fisher_randomization_test(x, y, n_permutations=20_000, max_p=0.05, random_seed=3)
+    assert abs(result["p_randomisation"] - ranx_p) < 0.02, (result, ranx_p)  # two Monte Carlo estimates
+    same = compare(a, a, qrels)
+    assert (same["delta"], same["p_randomisation"], same["p_ttest"]) == (0.0, 1.0, 1.0)
+    assert isinstance(ranx, object) and np.isfinite(result["p_randomisation"])
+
+
+def test_cli_eval_of_a_run_file_and_compare(scifact_runs: dict[str, Path]) -> None:
+    from conftest import SCIFACT
+    from retriever.evaluation import read_trec_run
+
+    qrels = SCIFACT / "qrels" / "test.tsv"
+    measured = cli_json("eval", "--run", str(scifact_runs["bm25"]), "--qrels", str(qrels), "--json")
+    assert measured["ndcg@10"] == evaluate(read_trec_run(scifact_runs["bm25"]), load_qrels(qrels))["ndcg@10"]
+    compared = cli_json("compare", str(scifact_runs["bm25_k1_0.6"]), str(scifact_runs["bm25"]), "--qrels", str(qrels),
+                        "--json", "--permutations", "2000")
+    assert compared["measure"] == "ndcg@10" and 0 < compared["p_randomisation"] <= 1
+    bad = run_cli("eval", "--qrels", str(qrels))
+    assert bad.returncode != 0 and "needs --queries (to search) or --run" in bad.stderr

@@ -225,10 +225,15 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .evaluation import evaluate, load_qrels, load_queries, write_trec_run
+    from .evaluation import evaluate, load_qrels, load_queries, read_trec_run, write_trec_run
 
-    engine = _engine(args)
     qrels = load_qrels(args.qrels)
+    if args.run is not None:  # a run file made elsewhere: measured, nothing searched
+        _print_metrics({"run": str(args.run), **evaluate(read_trec_run(args.run), qrels)}, args.json)
+        return 0
+    if args.queries is None:
+        raise RetrieverError("retriever eval needs --queries (to search) or --run (a TREC run file to measure)")
+    engine = _engine(args)
     queries = load_queries(args.queries)
     missing = [q for q in qrels if q not in queries]
     if missing:
@@ -241,12 +246,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
     metrics = {"mode": args.mode, **evaluate(run, qrels), "search_seconds": round(seconds, 2)}
     if args.run_file:
         write_trec_run(run, args.run_file, f"retriever-{args.mode}")
-    if args.json:
+    _print_metrics(metrics, args.json)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .evaluation import compare, load_qrels, read_trec_run
+
+    result = compare(read_trec_run(args.run_a), read_trec_run(args.run_b), load_qrels(args.qrels), args.measure,
+                     args.permutations, args.seed)
+    _print_metrics({"run_a": str(args.run_a), "run_b": str(args.run_b), **result}, args.json)
+    return 0
+
+
+def _print_metrics(metrics: dict[str, Any], as_json: bool) -> None:
+    if as_json:
         print(json.dumps(metrics))
     else:
         for key, value in metrics.items():
             print(f"{key:>16}  {value}")
-    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -315,15 +333,26 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--filters", help="a filter as JSON")
     s.set_defaults(fn=cmd_delete)
 
-    s = add("eval", "nDCG@10, Recall@100, MRR@10 over BEIR queries and qrels")
-    s.add_argument("--queries", type=Path, required=True)
+    s = add("eval", "nDCG@10, Recall@100, MRR@10 over BEIR queries and qrels (or of a TREC run file: --run)")
+    s.add_argument("--queries", type=Path, help="BEIR queries to search (or give --run)")
     s.add_argument("--qrels", type=Path, required=True)
+    s.add_argument("--run", type=Path, help="measure this TREC run file instead of searching")
     s.add_argument("--mode", choices=MODES, default="dense",
                    help="hybrid uses the YAML's hybrid section (fusion, rrf_k, vector_weight, candidate_depth)")
     s.add_argument("-k", type=int, default=100, help="depth of the run (default 100)")
     s.add_argument("--json", action="store_true")
     s.add_argument("--run-file", type=Path, help="write a TREC run file here")
     s.set_defaults(fn=cmd_eval)
+
+    s = add("compare", "is run B better than run A beyond chance? paired randomisation test and t-test")
+    s.add_argument("run_a", type=Path, help="TREC run file of the baseline")
+    s.add_argument("run_b", type=Path, help="TREC run file of the candidate")
+    s.add_argument("--qrels", type=Path, required=True)
+    s.add_argument("--measure", choices=("ndcg@10", "recall@100", "mrr@10"), default="ndcg@10")
+    s.add_argument("--permutations", type=int, default=10_000)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_compare)
     return p
 
 
