@@ -43,7 +43,7 @@ def corpus_paths(project: Path) -> dict[str, str]:
 def test_text_search_over_images_returns_paths_ids_and_the_models_scores(project: Path, clip: Path) -> None:
     mcp = MCP(engine_for(project))
     status = mcp.ok("retriever_init", {"is_multimodal": True})
-    assert (status["dimension"], status["runtime"]) == (16, "torch fp32")
+    assert (status["dimension"], status["runtime"], status["is_multimodal"]) == (16, "torch fp32", True)
     assert "image-text" in status["runtime_reason"]
     embedded = mcp.ok("retriever_embed", {"is_multimodal": True})
     assert (embedded["count"], embedded["dimension"]) == (12, 16)

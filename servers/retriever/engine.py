@@ -93,6 +93,8 @@ class Retriever:
         if s is None:
             return {"status": "not initialised"}
         out: dict[str, Any] = {"status": "ready", "collection": s.config.collection_name, "corpus": s.collection.info()}
+        if s.config.is_multimodal:
+            out["is_multimodal"] = True  # the documents are images; ret_psg holds their paths
         if s.embedder is not None:
             out["model"] = s.embedder.model_id
             out["dimension"] = s.embedder.dimension
