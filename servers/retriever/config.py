@@ -31,6 +31,7 @@ from .config_serving import (
     ChunkingConfig,
     DeployConfig,
     LimitsConfig,
+    LLMConfig,
     RemoteConfig,
     ReplyConfig,
     SecurityConfig,
@@ -233,6 +234,7 @@ class Config(Section):
     chunking: Annotated[ChunkingConfig, BeforeValidator(none_as_empty)] = ChunkingConfig()
     deploy: Annotated[DeployConfig, BeforeValidator(none_as_empty)] = DeployConfig()
     remote: Annotated[RemoteConfig, BeforeValidator(none_as_empty)] = RemoteConfig()
+    llm: Annotated[LLMConfig, BeforeValidator(none_as_empty)] = LLMConfig()
 
     @model_validator(mode="after")
     def _demo_needs_milvus(self) -> Config:
@@ -253,7 +255,7 @@ class Config(Section):
         """Dotted keys of the settings that say where requests go, or the credentials they carry."""
         keys = {"backend_configs.openai.base_url", "backend_configs.openai.api_key", "backend_configs.infinity.url",
                 "backend_configs.infinity.api_key", "index_backend_configs.milvus.token", "retriever_url",
-                "remote.token", "remote.token_env"}
+                "remote.token", "remote.token_env", "llm.base_url", "llm.api_key"}
         keys |= {f"websearch_backend_configs.{p}.{k}" for p in ("exa", "tavily", "zhipuai") for k in ("api_key", "base_url")}
         if "://" in self.index_backend_configs.milvus.uri:  # a server; a path is Milvus Lite's file
             keys.add("index_backend_configs.milvus.uri")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 
 from .config_base import ResolvedPath, Section
 
@@ -82,3 +82,31 @@ class RemoteConfig(Section):
     token_env: str = "RETRIEVER_REMOTE_TOKEN"
     timeout: float = Field(60.0, gt=0)  # seconds per request
     max_retries: int = Field(3, ge=0)  # for connection errors, 429 and 5xx (backoff with jitter, Retry-After)
+
+
+class LLMPrompts(Section):
+    """Prompt templates replacing the defaults (llm/prompts.py shows them and their {fields})."""
+
+    rewrite: str | None = None
+    judge: str | None = None
+    rerank_listwise: str | None = None
+    rerank_pointwise: str | None = None
+    triples: str | None = None
+    filters: str | None = None
+
+
+class LLMConfig(Section):
+    """An OpenAI-compatible chat-completions server (vLLM, Ollama, llama.cpp's server, OpenAI) for
+    query rewriting, agentic search, LLM reranking, triple extraction and filter inference."""
+
+    base_url: str = ""  # e.g. http://127.0.0.1:8000/v1; empty: the LLM tools say to set it
+    model: str = ""
+    api_key: SecretStr | None = None  # empty: $RETRIEVER_LLM_API_KEY; never logged
+    timeout: float = Field(60.0, gt=0)  # seconds per request
+    max_retries: int = Field(2, ge=0)  # connection errors, timeouts, 429 and 5xx, with backoff
+    concurrency: int = Field(4, ge=1)  # requests in flight at once
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(1024, ge=1)
+    json_mode: bool = True  # response_format json_object (servers without it: false)
+    collection_description: str = ""  # what filter inference is told about the metadata
+    prompts: LLMPrompts = LLMPrompts()

@@ -72,3 +72,8 @@ class CancelledWork(RetrieverError):
 
 class RemoteError(RetrieverError):
     """A deployed retriever failed or answered wrongly (after retries); names the URL and status."""
+
+
+class LLMError(RetrieverError):
+    """The LLM did not give a usable answer (unreachable, timed out, an HTTP error, malformed JSON, a
+    refusal). Callers keep the plain retrieval result and report this as a warning."""

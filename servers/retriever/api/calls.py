@@ -8,19 +8,24 @@ from typing import TYPE_CHECKING, Any
 
 from .. import remote
 from ..errors import InvalidInputError
+from . import llm_calls
 from .models import (
     AddRequest,
+    AgenticSearchRequest,
     BatchSearchRequest,
     BM25IndexRequest,
     BM25SearchRequest,
     DeleteRequest,
     DeployClientRequest,
     EmbedRequest,
+    ExtractTriplesRequest,
     FanoutSearchRequest,
+    GraphSearchRequest,
     HybridBatchSearchRequest,
     HybridSearchRequest,
     ImageCorpusRequest,
     IndexRequest,
+    InferFiltersRequest,
     IngestRequest,
     InitRequest,
     ListCollectionsRequest,
@@ -28,6 +33,7 @@ from .models import (
     NeighborsRequest,
     ProjectMemorySearchRequest,
     Request,
+    RewriteRequest,
     SearchRequest,
 )
 from .replies import Shape
@@ -170,7 +176,21 @@ def hits_reply(engine: Retriever, r: SearchRequest | BM25SearchRequest, hits: Hi
 
 
 def search(engine: Retriever, r: SearchRequest | BM25SearchRequest) -> Payload:
-    return hits_reply(engine, r, HITS[type(r)](engine, r))
+    if r.llm_rerank is None:
+        return hits_reply(engine, r, HITS[type(r)](engine, r))
+    k = depth(engine, r)
+    hits, extra = llm_calls.reranked(engine, r, lambda deep: HITS[type(r)](engine, r.model_copy(
+        update={"top_k": deep, "offset": 0})), k)
+    return {**hits_reply(engine, r, hits), **extra}
+
+
+def agentic_search(engine: Retriever, r: AgenticSearchRequest) -> Payload:
+    hits, extra = llm_calls.agentic_search(engine, r)
+    return {**shape(engine, r, fused=True).hits(windowed(engine, r, hits)), **extra}
+
+
+def graph_search(engine: Retriever, r: GraphSearchRequest) -> Payload:
+    return shape(engine, r).hits(windowed(engine, r, llm_calls.graph_search(engine, r)))
 
 
 def batch_search(engine: Retriever, r: BatchSearchRequest) -> Payload:
@@ -217,6 +237,9 @@ CALLS: dict[type[Request], Call] = {
     MultiQuerySearchRequest: multi_query_search, FanoutSearchRequest: fanout_search, BM25SearchRequest: search,
     DeployClientRequest: deploy_search, ProjectMemorySearchRequest: project_memory_search,
     IngestRequest: ingest, NeighborsRequest: neighbors, ImageCorpusRequest: image_corpus,
+    RewriteRequest: llm_calls.rewrite_query, AgenticSearchRequest: agentic_search,
+    ExtractTriplesRequest: llm_calls.extract_triples, GraphSearchRequest: graph_search,
+    InferFiltersRequest: llm_calls.infer_filters,
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 Queries = Annotated[list[str] | str, Field(
     description="One query, or a list of queries; the reply has one list of hits per query, in order.")]
@@ -139,3 +139,33 @@ Window = Annotated[int, Field(
 AutoMerge = Annotated[Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] | None, Field(
     description="Auto-merging for hierarchical chunks: when more than this share of a parent's children are hits, "
     "the parent replaces them (repeated up the levels). null = off. Default: null.")]
+
+# ---- LLM-assisted retrieval (llm/) ----------------------------------------------------------------
+
+
+class LLMRerank(BaseModel):
+    """LLM reranking of a search's first hits (llm.* in parameter.yaml names the model)."""
+
+    model_config = ConfigDict(extra="forbid")
+    method: Literal["listwise", "pointwise"] = Field(
+        "listwise", description="listwise: the model orders the passages (a sliding window of batch_size); "
+                                "pointwise: the model scores each passage 0-10, batch_size per request.")
+    depth: int = Field(20, ge=1, le=100, description="How many of the first hits the model sees; the rest stay behind.")
+    batch_size: int = Field(10, ge=2, le=50, description="Passages per request.")
+
+
+LLMRerankOption = Annotated[LLMRerank | None, Field(
+    description="Rerank the first `depth` hits with the LLM (llm section of parameter.yaml). A model that fails "
+                "leaves the retrieval order, with a warning. Default: none.")]
+Rewrites = Annotated[int, Field(ge=1, le=10, description="Rewrites per query.")]
+Rounds = Annotated[int, Field(ge=1, le=5, description="At most this many search rounds per query.")]
+Sufficiency = Annotated[float, Field(
+    ge=0, le=1, description="Stop when the LLM judges the hits sufficient with at least this confidence.")]
+Hops = Annotated[int, Field(ge=1, le=4, description="Hops over the triples from the seed hits.")]
+Beam = Annotated[int, Field(ge=1, le=50, description="Triples kept per hop (the best by cosine to the query).")]
+SeedK = Annotated[int, Field(ge=1, le=100, description="Seed hits (hop 0) from the `mode` search.")]
+TripleIds = Annotated[list[str] | None, Field(
+    description="Documents to extract triples from (default: every live document, up to limits.max_documents); "
+                "a document's earlier triples are replaced.")]
+Description = Annotated[str | None, Field(
+    description="What the collection's metadata holds (keys, values). Default: llm.collection_description.")]

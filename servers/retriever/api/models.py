@@ -17,11 +17,13 @@ from .fields import (
     BackendConfigs,
     BatchQueries,
     BatchSize,
+    Beam,
     CandidateDepth,
     ChunkId,
     CollectionName,
     Collections,
     CorpusPath,
+    Description,
     DocFormat,
     DocPath,
     Documents,
@@ -29,6 +31,7 @@ from .fields import (
     Filters,
     Fusion,
     GpuIds,
+    Hops,
     Ids,
     ImageCorpusPath,
     IndexBackend,
@@ -39,6 +42,7 @@ from .fields import (
     IngestText,
     IsDemo,
     IsMultimodal,
+    LLMRerankOption,
     MaxBytes,
     MaxChars,
     Metadata,
@@ -54,12 +58,17 @@ from .fields import (
     RetrieverURL,
     ReturnMetadata,
     ReturnText,
+    Rewrites,
+    Rounds,
     ScaleScore,
     ScoreThreshold,
     Searched,
+    SeedK,
     SourceId,
+    Sufficiency,
     ThreadNum,
     TopK,
+    TripleIds,
     UserId,
     VectorWeight,
     WebBackend,
@@ -172,6 +181,7 @@ class BM25SearchRequest(_Scores, _Reply):
     query_list: Queries
     top_k: TopK = None
     collection_name: Searched = None
+    llm_rerank: LLMRerankOption = None
 
 
 class SearchRequest(BM25SearchRequest):
@@ -216,6 +226,38 @@ class MultiQuerySearchRequest(_Modes):
 class FanoutSearchRequest(_Modes):
     query_list: Queries
     collections: Collections
+
+
+class RewriteRequest(Request):
+    query_list: Queries
+    n: Rewrites = 3
+
+
+class AgenticSearchRequest(_Modes):
+    query_list: Queries
+    max_rounds: Rounds = 3
+    sufficiency: Sufficiency = 0.7
+    collection_name: Searched = None
+
+
+class ExtractTriplesRequest(Request):
+    ids: TripleIds = None
+
+
+class GraphSearchRequest(_Scores, _Reply):
+    query_list: Queries
+    top_k: TopK = None
+    mode: Mode = "dense"
+    query_instruction: QueryInstruction = None
+    seed_k: SeedK = 5
+    hops: Hops = 2
+    beam: Beam = 5
+    collection_name: Searched = None
+
+
+class InferFiltersRequest(Request):
+    query_list: Queries
+    description: Description = None
 
 
 class ProjectMemorySearchRequest(Request):

@@ -87,6 +87,23 @@ TOOLS = (
          "Render every page of a PDF (or of each PDF in a folder) to a JPEG and write an image corpus "
          "({id, image_id, image_path, pdf, page} per page) for retriever_init(is_multimodal=true). Needs no "
          "retriever_init.", writes=True),
+    Tool("retriever_rewrite_query", "Rewrite queries with the LLM", m.RewriteRequest, READ,
+         "The LLM (llm section of parameter.yaml) rewrites each query into `n` search queries. Returns queries (one "
+         "list per query; the query itself where the LLM failed) and warnings."),
+    Tool("retriever_agentic_search", "Agentic search", m.AgenticSearchRequest, READ,
+         "Search, let the LLM judge whether the hits answer the query, rewrite the query from what is missing and "
+         "search again (rounds fused with RRF), until sufficient or max_rounds. Returns ret_psg, ret_ids, ret_scores, "
+         "rounds (each round's query and judgement) and warnings (an LLM failure ends the rounds, keeping the hits)."),
+    Tool("retriever_extract_triples", "Extract a knowledge graph", m.ExtractTriplesRequest, CHANGE,
+         "The LLM extracts (subject, relation, object) triples from the collection's documents (or `ids`) into its "
+         "graph, for retriever_graph_search. Returns counts and failed (document -> why).", writes=True),
+    Tool("retriever_graph_search", "Graph search", m.GraphSearchRequest, READ,
+         "Seed hits from a `mode` search, then hops over the collection's triples (shared entities, the best `beam` "
+         "triples by cosine to the query per hop). Each hit's metadata has hop (0 = seed) and the triple that "
+         "reached it. Returns ret_psg, ret_ids, ret_scores (ret_meta with return_metadata)."),
+    Tool("retriever_infer_filters", "Infer filters with the LLM", m.InferFiltersRequest, READ,
+         "The LLM writes the metadata filter each query implies, from a description of the collection's metadata; "
+         "each is checked against the filter language. Returns filters (null where none) and warnings."),
     Tool("retriever_get_neighbors", "Chunks around a chunk", m.NeighborsRequest, READ,
          "A chunk and the chunks before and after it in its document: ids, texts and the merged text."),
     Tool("retriever_delete", "Delete documents", m.DeleteRequest, DELETE,

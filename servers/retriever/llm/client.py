@@ -1,0 +1,100 @@
+"""A chat-completions client that asks for JSON and says plainly why an answer is unusable.
+
+One request per prompt through the `openai` library (retries with backoff on connection errors,
+timeouts, 429 and 5xx: `llm.max_retries`), up to `llm.concurrency` at once. An answer is a JSON
+object or an `LLMError` naming the server, the model and what went wrong; the key never appears.
+
+MCP sampling (asking the calling client's model) is not offered: fastmcp 4.1.2 removed it from the
+server's Context, its server says "Server-initiated sampling is deprecated in MCP (SEP-2577) and the
+2026-07-28 protocol has no back-channel for it (SEP-2322). Call an LLM directly from your tool."
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..config_serving import LLMConfig
+from ..errors import ConfigError, LLMError, MissingDependencyError
+from ..redaction import detail, redact
+
+KEY_ENV = "RETRIEVER_LLM_API_KEY"
+NO_KEY = "EMPTY"  # what local servers without authentication are sent
+SYSTEM = "You are a retrieval assistant. Answer with one JSON object only, no prose."
+
+
+class ChatClient:
+    def __init__(self, cfg: LLMConfig) -> None:
+        if not cfg.base_url or not cfg.model:
+            raise ConfigError("the LLM tools need an OpenAI-compatible chat-completions server: set llm.base_url and "
+                              "llm.model in parameter.yaml (key: llm.api_key or $RETRIEVER_LLM_API_KEY)")
+        try:
+            import openai
+        except ImportError as e:
+            raise MissingDependencyError("openai", "mcp-retriever[openai]") from e
+        self.cfg = cfg
+        configured = cfg.api_key.get_secret_value() if cfg.api_key is not None else ""
+        self._key = configured.strip() or os.environ.get(KEY_ENV, "").strip() or NO_KEY
+        self._openai = openai
+        self._client = openai.OpenAI(base_url=cfg.base_url.rstrip("/"), api_key=self._key, timeout=cfg.timeout,
+                                     max_retries=cfg.max_retries)
+
+    def ask(self, prompt: str) -> Any:
+        """The model's answer to `prompt`, parsed from JSON."""
+        o, c = self._openai, self.cfg
+        extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if c.json_mode else {}
+        try:
+            reply = self._client.chat.completions.create(
+                model=c.model, messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
+                temperature=c.temperature, max_tokens=c.max_tokens, **extra)
+        except o.APIStatusError as e:
+            retried = e.status_code in (408, 409, 429) or e.status_code >= 500  # what the client retries
+            raise self._error(f"answered HTTP {e.status_code}: {self._detail(e.response)}", retried) from None
+        except o.APITimeoutError:
+            raise self._error(f"did not answer within {c.timeout:g} s", True) from None
+        except o.APIConnectionError as e:
+            raise self._error(f"could not be reached ({type(e.__cause__ or e).__name__})", True) from None
+        if not reply.choices:
+            raise self._error("answered with no choices")
+        message = reply.choices[0].message
+        if getattr(message, "refusal", None):
+            raise self._error(f"refused: {detail(message.refusal, [self._secret])}")
+        text = (message.content or "").strip()
+        if text.startswith("```"):  # a fenced block despite JSON mode
+            text = text.strip("`").removeprefix("json").strip()
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            raise self._error(f"answered malformed JSON: {detail(text, [self._secret], 200) or '(empty)'}") from None
+
+    def ask_all(self, prompts: Sequence[str]) -> list[Any | LLMError]:
+        """Every prompt's answer, or its error, in order; `llm.concurrency` requests at a time."""
+        def one(prompt: str) -> Any:
+            try:
+                return self.ask(prompt)
+            except LLMError as e:
+                return e
+
+        if len(prompts) <= 1 or self.cfg.concurrency == 1:
+            return [one(p) for p in prompts]
+        with ThreadPoolExecutor(min(self.cfg.concurrency, len(prompts)), thread_name_prefix="retriever-llm") as pool:
+            return list(pool.map(one, prompts))
+
+    @property
+    def _secret(self) -> str | None:
+        return self._key if self._key != NO_KEY else None
+
+    def _detail(self, response: Any) -> str:
+        try:
+            text = response.text
+        except Exception:  # noqa: BLE001 - a body that cannot be read is no reason to hide the status
+            text = ""
+        return detail(text, [self._secret]) or "(empty body)"
+
+    def _error(self, what: str, retried: bool = False) -> LLMError:
+        tries = f" (after {self.cfg.max_retries} retries)" if retried and self.cfg.max_retries else ""
+        message = f"LLM {self.cfg.base_url} (model {self.cfg.model!r}) {what}{tries}"
+        return LLMError(redact(message, [self._secret]))
