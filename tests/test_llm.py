@@ -249,3 +249,32 @@ def test_prompt_templates_come_from_the_yaml(built_project: Path, tmp_path: Path
 
 def test_without_an_llm_the_tools_say_what_to_set(built: Any) -> None:
     assert "set llm.base_url and llm.model" in MCP(built).error("retriever_rewrite_query", {"query_list": "x"})
+
+
+def test_a_pipeline_runs_agentic_search_in_process(built_project: Path, tmp_path: Path, llm: FakeLLM) -> None:
+    import asyncio
+
+    import yaml
+    from retriever.pipeline.runner import run_pipeline
+
+    llm.respond = lambda prompt: json.dumps({"sufficient": True, "confidence": 1.0, "missing": ""})
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text('{"_id": "a", "text": "what is BM25?"}\n{"_id": "b", "text": "how do vaccines work"}\n')
+    servers = {"retriever": {"kind": "retriever", "config": str(built_project),
+                             "set": {"llm": {"base_url": llm.url, "model": "tiny-judge"}}},
+               "data": {"kind": "data", "params": {"queries_path": str(queries)}}}
+    steps = ["data.load_queries", "retriever.retriever_init",
+             "retriever.retriever_agentic_search"]
+    path = tmp_path / "pipe.yaml"
+    path.write_text(yaml.safe_dump({"servers": servers, "pipeline": steps}, sort_keys=False))
+    out = asyncio.run(run_pipeline(path, None, tmp_path / "out.json"))["variables"]
+    assert [len(r) for r in out["rounds"]] == [1, 1] and out["ret_ids"][0][0] == "doc15"
+    assert len(llm.requests) == 2
+
+
+def test_the_deployed_service_never_merges_a_reranked_search_with_others() -> None:
+    from retriever.api.models import SearchRequest
+    from retriever.service.batcher import merge_key
+
+    assert merge_key(SearchRequest(query_list="x")) is not None
+    assert merge_key(SearchRequest.model_validate({"query_list": "x", "llm_rerank": {"depth": 5}})) is None

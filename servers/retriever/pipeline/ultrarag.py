@@ -49,6 +49,12 @@ EXTRA_OUTPUTS = {
     "retriever_add": "None",
     "retriever_delete": "None",
     "retriever_list_collections": "collections",
+    "retriever_build_image_corpus": "None",
+    "retriever_rewrite_query": "queries",
+    "retriever_agentic_search": "ret_psg,ret_ids,ret_scores,rounds",
+    "retriever_extract_triples": "None",
+    "retriever_graph_search": "ret_psg,ret_ids,ret_scores",
+    "retriever_infer_filters": "filters",
 }
 VARIABLE = {"query_list": "q_ls"}  # an argument's pipeline variable, UltraRAG's convention
 

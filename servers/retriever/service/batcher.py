@@ -55,8 +55,8 @@ class Job:
 
 def merge_key(request: Request) -> str | None:
     """What must be equal for two requests to be searched as one."""
-    if type(request) not in HITS:
-        return None
+    if type(request) not in HITS or getattr(request, "llm_rerank", None) is not None:
+        return None  # runs alone, through the whole call (an LLM rerank is per request)
     rest = request.model_dump(exclude=SHAPE_ONLY)
     return f"{type(request).__name__}:{json.dumps(rest, sort_keys=True, default=str)}"
 
