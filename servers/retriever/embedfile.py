@@ -2,14 +2,20 @@
 
 The matrix is written through `numpy.lib.format.open_memmap` a chunk at a time, so memory stays
 at one chunk; passages go shortest first over the whole corpus to cut padding. Crash safety:
-the new matrix goes to a temporary name; the old sidecar is removed before the new matrix is
+the new matrix goes to `.<name>.partial`; the old sidecar is removed before the finished matrix is
 renamed into place and the new sidecar written last. A matrix without its sidecar is refused,
 so a crash never leaves a matrix that loads as the wrong one.
+
+Resuming: after each chunk the partial matrix is flushed to disk, then `.<name>.partial.json`
+records how many chunks are done (with the manifest and chunk size they were made under). A write
+killed at any point (SIGKILL included) continues from the last finished chunk when it is started
+again for the same corpus, model, runtime and chunk size; anything else starts afresh.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -22,7 +28,9 @@ from .corpus import DocStore
 from .embedders import Embedder
 from .errors import AlreadyExistsError, ConfigError, IndexMismatchError
 from .memory import bulk_allocations
-from .persist import FORMAT_VERSION, atomic_write_text, check_manifest, remove_temporaries, temp_name
+from .persist import FORMAT_VERSION, atomic_write_text, check_manifest, remove_temporaries
+
+log = logging.getLogger(__name__)
 
 
 def sidecar(path: Path) -> Path:
@@ -42,29 +50,50 @@ def write_embeddings(
     path.parent.mkdir(parents=True, exist_ok=True)
     for leftover in (path, sidecar(path)):  # writes killed before their rename (SIGKILL runs no `finally`)
         remove_temporaries(leftover)
-    tmp = temp_name(path)
     n = len(docs)
+    partial, log_file = path.with_name(f".{path.name}.partial"), path.with_name(f".{path.name}.partial.json")
+    plan = {**manifest, "count": n, "dimension": embedder.dimension, "chunk": chunk}
+    done = _finished_chunks(partial, log_file, plan)
+    if done:
+        log.info("%s: resuming at chunk %d of %d (the earlier write was interrupted)", path, done, -(-n // chunk))
+        out = open_memmap(partial, mode="r+")
+    else:
+        log_file.unlink(missing_ok=True)
+        out = open_memmap(partial, mode="w+", dtype=np.float32, shape=(n, embedder.dimension))
     # Shortest first across the whole corpus, so each batch pads to similar lengths; each
     # chunk's rows are written back to their own places.
     order = np.argsort(docs.sizes(), kind="stable")
-    out = open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, embedder.dimension))
-    try:
-        with bulk_allocations(), tqdm(total=n, desc="embed", unit="doc", file=sys.stderr, disable=not progress) as bar:
-            for start in range(0, n, chunk):
-                rows = order[start : start + chunk]
-                out[rows] = embedder.encode_passages(list(docs.texts(rows.tolist())))
-                bar.update(len(rows))
-        out.flush()
-        del out
-        with tmp.open("rb") as f:
-            os.fsync(f.fileno())
-        sidecar(path).unlink(missing_ok=True)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with bulk_allocations(), tqdm(total=n, initial=min(done * chunk, n), desc="embed", unit="doc", file=sys.stderr,
+                                  disable=not progress) as bar:
+        for i, start in enumerate(range(0, n, chunk)):
+            if i < done:
+                continue
+            rows = order[start : start + chunk]
+            out[rows] = embedder.encode_passages(list(docs.texts(rows.tolist())))
+            out.flush()  # the rows on disk before the log says they are
+            atomic_write_text(log_file, json.dumps({**plan, "done": i + 1}))
+            bar.update(len(rows))
+    del out
+    with partial.open("rb") as f:
+        os.fsync(f.fileno())
+    sidecar(path).unlink(missing_ok=True)
+    os.replace(partial, path)
+    log_file.unlink(missing_ok=True)
     full = {"format_version": FORMAT_VERSION, **manifest}
     atomic_write_text(sidecar(path), json.dumps(full, indent=2))
     return full
+
+
+def _finished_chunks(partial: Path, log_file: Path, plan: dict[str, Any]) -> int:
+    """Chunks an interrupted write of the same plan finished (0: start afresh)."""
+    try:
+        record = json.loads(log_file.read_text(encoding="utf-8"))
+        shape = np.load(partial, mmap_mode="r").shape
+    except (OSError, ValueError):
+        return 0
+    if {k: record.get(k) for k in plan} != plan or shape != (plan["count"], plan["dimension"]):
+        return 0
+    return int(record.get("done", 0))
 
 
 def open_embeddings(path: Path, expected: dict[str, Any]) -> np.ndarray:
