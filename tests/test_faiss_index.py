@@ -48,3 +48,48 @@ def test_an_ann_index_from_the_factory_string() -> None:
 def test_a_bad_factory_string_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="index_factory"):
         FaissIndex.build(unit(10), chunk=10, factory="NotAnIndex99")
+
+
+@pytest.mark.parametrize("factory, tuning", [
+    pytest.param("HNSW16", {"efSearch": 64}, id="hnsw"),
+    pytest.param("IVF8,Flat", {"nprobe": 8}, id="ivf-flat-all-lists"),
+    pytest.param("IVF8,PQ4x4", {"nprobe": 8}, id="ivf-pq"),
+])
+def test_filtered_and_snapshot_searches_work_on_every_ann_index(factory: str, tuning: dict) -> None:
+    """IVF indexes refuse FAISS's generic search parameters: the selector must ride on their own."""
+    vectors, extra = unit(600, d=16), unit(5, d=16, seed=2)
+    index = FaissIndex.build(vectors, chunk=200, factory=factory, tuning=tuning)
+    allowed = np.zeros(600, bool)
+    allowed[::7] = True
+    rows, _ = index.search(vectors[:10], 10, allowed)
+    assert rows.shape == (10, 10) and all(allowed[r] for r in rows.ravel() if r >= 0)
+    if factory == "IVF8,Flat":  # every list probed: the exact filtered top 10
+        want = np.argsort(-(vectors[:10] @ vectors[allowed].T), axis=1, kind="stable")[:, :10]
+        assert (rows == np.flatnonzero(allowed)[want]).all()
+    newer = index.with_vectors(extra)
+    rows, _ = index.search(extra, 5)  # the older snapshot: an ID range over its own rows
+    assert rows.max() < 600 and len(newer) == 605
+
+
+def test_search_settings_the_index_lacks_are_named() -> None:
+    with pytest.raises(ConfigError, match="faiss.nprobe: the index .* has no nprobe"):
+        FaissIndex.build(unit(100), chunk=100, factory="HNSW16", tuning={"nprobe": 4})
+    index = FaissIndex.build(unit(300), chunk=100, factory="IVF4,Flat", tuning={"nprobe": 3})
+    assert index._cpu.nprobe == 3
+
+
+def test_an_ivf_index_from_the_yaml_answers_filtered_searches(tmp_path) -> None:
+    from conftest import engine_for, write_project
+
+    config = write_project(tmp_path / "p")
+    engine = engine_for(config, {"index_backend_configs": {"faiss": {"index_factory": "IVF2,Flat", "nprobe": 2}}})
+    engine.init()
+    engine.embed(progress=False)
+    engine.index()
+    flt = {"field": "meta.topic", "operator": "==", "value": "biology"}
+    hits = engine.search("cells and DNA", 3, filters=flt)[0]
+    assert len(hits) == 3 and all(h.metadata["topic"] == "biology" for h in hits)
+    exact = engine_for(config)
+    exact.init(overwrite=True)
+    exact.index(overwrite=True)
+    assert [h.id for h in exact.search("cells and DNA", 3, filters=flt)[0]] == [h.id for h in hits]  # all lists probed

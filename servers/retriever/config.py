@@ -114,6 +114,8 @@ class BackendConfigs(Section):
 
 class FaissConfig(Section):
     index_factory: str = "Flat"  # a FAISS index_factory string with inner product: Flat (exact), HNSW32, IVF1024,Flat...
+    nprobe: int | None = Field(None, ge=1)  # IVF indexes: lists searched per query (FAISS's default: 1)
+    ef_search: int | None = Field(None, ge=1)  # HNSW indexes: candidates kept while searching (FAISS's default: 16)
     index_use_gpu: bool = False
     index_chunk_size: int = Field(10000, ge=1)
     index_path: ResolvedPath = Path("index/faiss")

@@ -52,13 +52,40 @@ def new_index(dimension: int, factory: str = "Flat") -> Any:
                           f"string ({str(e).splitlines()[-1][:200]}); e.g. Flat, HNSW32, IVF1024,Flat") from None
 
 
+def tune(index: Any, tuning: dict[str, int]) -> dict[str, int]:
+    """Set the search-time parameters (nprobe, efSearch) the index has; the others are named in an error."""
+    faiss = _faiss()
+    space = faiss.ParameterSpace()
+    for name, value in tuning.items():
+        try:
+            space.set_index_parameter(index, name, value)
+        except RuntimeError:
+            key = {"nprobe": "nprobe", "efSearch": "ef_search"}.get(name, name)
+            raise ConfigError(f"index_backend_configs.faiss.{key}: the index ({type(index).__name__}) has no "
+                              f"{name}; nprobe is for IVF indexes, ef_search for HNSW") from None
+    return tuning
+
+
+def search_parameters(index: Any, selector: Any, tuning: dict[str, int]) -> Any:
+    """FAISS's search parameters of the index's own kind (IVF and HNSW refuse the generic ones),
+    with the selector and the tuned nprobe / efSearch."""
+    faiss = _faiss()
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is not None:
+        return faiss.SearchParametersIVF(sel=selector, nprobe=tuning.get("nprobe", ivf.nprobe))
+    if isinstance(index, faiss.IndexHNSW):
+        return faiss.SearchParametersHNSW(sel=selector, efSearch=tuning.get("efSearch", index.hnsw.efSearch))
+    return faiss.SearchParameters(sel=selector)
+
+
 class FaissIndex:
     kind = "faiss"
 
     def __init__(self, index: Any, manifest: dict[str, Any], use_gpu: bool = False, n: int | None = None,
-                 device: Any = None) -> None:
+                 device: Any = None, tuning: dict[str, int] | None = None) -> None:
         self.warnings: list[str] = []
         self._use_gpu = use_gpu
+        self.tuning = tune(index, tuning or {})
         self._cpu = index
         self._index = device if device is not None else _maybe_gpu(index, use_gpu, self.warnings)
         self._n = int(index.ntotal) if n is None else n  # the rows this snapshot sees
@@ -66,7 +93,8 @@ class FaissIndex:
         self.manifest = manifest
 
     @classmethod
-    def build(cls, vectors: np.ndarray, chunk: int, use_gpu: bool = False, factory: str = "Flat") -> FaissIndex:
+    def build(cls, vectors: np.ndarray, chunk: int, use_gpu: bool = False, factory: str = "Flat",
+              tuning: dict[str, int] | None = None) -> FaissIndex:
         """Add `vectors` (an array or a memmap) `chunk` rows at a time; an ANN index is trained
         first on (up to) its first 256 x nlist-ish rows, as FAISS asks."""
         index = new_index(int(vectors.shape[1]), factory)
@@ -75,7 +103,7 @@ class FaissIndex:
             on_compute_thread(index.train, sample)
         for start in range(0, len(vectors), chunk):
             on_compute_thread(index.add, np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32))
-        return cls(index, {}, use_gpu)
+        return cls(index, {}, use_gpu, tuning=tuning)
 
     @classmethod
     def empty(cls, dimension: int) -> FaissIndex:
@@ -99,10 +127,10 @@ class FaissIndex:
                 self._index.add(batch)
 
         on_compute_thread(append)
-        return FaissIndex(self._cpu, self.manifest, self._use_gpu, self._n + len(batch), self._index)
+        return FaissIndex(self._cpu, self.manifest, self._use_gpu, self._n + len(batch), self._index, self.tuning)
 
     @classmethod
-    def load(cls, folder: Path, use_gpu: bool = False) -> FaissIndex | None:
+    def load(cls, folder: Path, use_gpu: bool = False, tuning: dict[str, int] | None = None) -> FaissIndex | None:
         manifest = read_manifest(folder)
         if manifest is None:
             return None
@@ -111,7 +139,7 @@ class FaissIndex:
         index = _faiss().read_index(str(folder / manifest["data"]))
         if index.ntotal != manifest["count"]:
             raise IndexMismatchError(f"{folder}: {index.ntotal} vectors but the manifest says {manifest['count']}")
-        return cls(index, manifest, use_gpu)
+        return cls(index, manifest, use_gpu, tuning=tuning)
 
     def __len__(self) -> int:
         return self._n
@@ -127,7 +155,7 @@ class FaissIndex:
             scores, rows = on_compute_thread(self._index.search, queries, min(k, len(self)))
             return rows, scores
         if allowed is None:  # an older snapshot: rows appended since are not its own
-            params = faiss.SearchParameters(sel=faiss.IDSelectorRange(0, self._n))
+            params = search_parameters(self._cpu, faiss.IDSelectorRange(0, self._n), self.tuning)
             scores, rows = on_compute_thread(lambda: self._index.search(queries, min(k, self._n), params=params))
             return rows, scores
         allowed = allowed[: len(self)]
@@ -135,7 +163,7 @@ class FaissIndex:
         if k == 0:
             return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0), np.float32)
         bitmap = np.packbits(allowed, bitorder="little")
-        params = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap)))
+        params = search_parameters(self._cpu, faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap)), self.tuning)
         scores, rows = on_compute_thread(lambda: self._index.search(queries, k, params=params))
         return rows, scores
 

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from ..config import Config
 
 
+def tuning(fcfg: Any) -> dict[str, int]:
+    """The YAML's search-time settings of ANN indexes, by FAISS's own names."""
+    return {k: v for k, v in (("nprobe", fcfg.nprobe), ("efSearch", fcfg.ef_search)) if v is not None}
+
+
 class FaissBackend:
     holds_documents = False
 
@@ -29,7 +34,8 @@ class FaissBackend:
         """The corpus index from disk (an empty one when there is no corpus) with the change
         log's vectors appended."""
         folder = view.config.paths().faiss
-        index: FaissIndex | None = FaissIndex.load(folder, use_gpu=view.config.index_backend_configs.faiss.index_use_gpu)
+        fcfg = view.config.index_backend_configs.faiss
+        index: FaissIndex | None = FaissIndex.load(folder, use_gpu=fcfg.index_use_gpu, tuning=tuning(fcfg))
         if index is not None:
             check_manifest(index.manifest, dense_manifest(view.collection.base, view.embedder), folder,
                            "call retriever_embed and retriever_index with overwrite=true")
@@ -48,7 +54,8 @@ class FaissBackend:
             raise AlreadyExistsError(f"an index exists at {index_path}; pass overwrite=true to rebuild it")
         expected = dense_manifest(view.collection.base, view.embedder)
         vectors = open_embeddings(embedding_file or view.config.paths().embedding, expected)
-        index = FaissIndex.build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu, factory=fcfg.index_factory)
+        index = FaissIndex.build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu, factory=fcfg.index_factory,
+                                 tuning=tuning(fcfg))
         index.save(index_path, expected | runtime_record(view.embedder))
         report: dict[str, Any] = {"index_path": str(index_path), **expected, **runtime_record(view.embedder)}
         if index.warnings:
