@@ -136,7 +136,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Headless build: embeddings, dense index and BM25 index; rebuilds what is stale or missing."""
-    engine = _engine(args, overwrite=True)  # a stale index is skipped (with a warning), then rebuilt
+    # a stale index is skipped (with a warning), then rebuilt; BM25 alone loads no embedding model
+    engine = _engine(args, overwrite=True, **({"backend": "bm25"} if args.mode == "bm25" else {}))
     report: dict[str, Any] = {}
     if args.mode in ("all", "dense") and (args.overwrite or engine.dense is None):
         t = time.perf_counter()
