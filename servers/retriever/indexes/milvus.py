@@ -20,8 +20,10 @@ passage silently would change what the retriever returns.
 
 Lite and the 2.3.5 server differ in ways this module hides: `delete` returns a list of ids on
 Lite and a `delete_count` on the server (we count the matching rows first, so both report rows
-that existed); a schema description survives on the server only (we store `info` as a
-collection property, which both keep). A server older than 2.3 lacks upsert and count(*): it
+that existed). Where the collection's `info` (model, dimension) is kept: a Milvus server keeps
+collection properties; Milvus Lite's two engines differ (3.x keeps properties but not
+descriptions, the 2.5 C++ engine descriptions but not properties), so for Lite it lives in a JSON
+file beside the database, `<db>.info.json` (one process per Lite database writes it). A server older than 2.3 lacks upsert and count(*): it
 is refused at connect with a message that says so.
 
 Boolean expressions differ too (tests/test_milvus.py::test_portable_expressions runs the
@@ -37,12 +39,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
 
 from ..errors import IndexMismatchError, InvalidInputError, RetrieverError
+from ..persist import atomic_write_text
 from .milvus_client import (  # noqa: F401  (re-exported: the Milvus layer's public names)
     NAME_PATTERN,
     MilvusError,
@@ -50,6 +55,7 @@ from .milvus_client import (  # noqa: F401  (re-exported: the Milvus layer's pub
     MilvusLiteLockedError,
     MilvusVersionError,
     _display,
+    _is_lite,
     _pymilvus,
     connect,
     list_collections,
@@ -157,8 +163,28 @@ class MilvusStore:
 
     def _set_info(self, dimension: int, info: dict[str, Any]) -> None:
         payload = {**info, "dimension": dimension, "format_version": FORMAT_VERSION}
+        if _is_lite(self.uri):
+            self._lite_infos({self.collection: payload})
+            return
         self._call("alter_collection_properties", self._client.alter_collection_properties, self.collection,
                    properties={INFO_PROPERTY: json.dumps(payload, sort_keys=True)})
+
+    def _lite_infos(self, changes: dict[str, dict[str, Any] | None] | None = None) -> dict[str, Any]:
+        """Milvus Lite: every collection's info in `<db>.info.json`, with `changes` written first
+        (None drops a collection's entry)."""
+        path = Path(os.path.abspath(self.uri) + ".info.json")
+        try:
+            infos = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            infos = {}
+        if changes:
+            for name, payload in changes.items():
+                if payload is None:
+                    infos.pop(name, None)
+                else:
+                    infos[name] = payload
+            atomic_write_text(path, json.dumps(infos, indent=2, sort_keys=True))
+        return infos
 
     def update_info(self, info: dict[str, Any]) -> None:
         """Replace the stored info (the dimension is the collection's own)."""
@@ -166,6 +192,11 @@ class MilvusStore:
 
     def info(self) -> dict[str, Any] | None:
         """What `create` stored (model, dimension, format version), or None when nothing was."""
+        if _is_lite(self.uri):
+            found = self._lite_infos().get(self.collection)
+            if isinstance(found, dict):
+                return found
+            # a collection made before the file (Lite 3.x kept it as a property), else nothing
         desc = self._call("describe_collection", self._client.describe_collection, self.collection)
         raw = (desc.get("properties") or {}).get(INFO_PROPERTY)
         return json.loads(raw) if raw else None
@@ -182,6 +213,8 @@ class MilvusStore:
 
     def drop(self) -> None:
         self._call("drop_collection", self._client.drop_collection, self.collection)
+        if _is_lite(self.uri):
+            self._lite_infos({self.collection: None})
 
     # -- writes ------------------------------------------------------------------------------
 
