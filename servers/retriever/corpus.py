@@ -179,6 +179,12 @@ class DocStore:
         for row in range(len(self)) if rows is None else rows:
             yield self.get(row).text
 
+    def release(self) -> None:
+        """Drop the file's pages read so far from this process's memory (they are read again from
+        the file when needed): a pass over a large corpus does not keep it all resident."""
+        if hasattr(mmap, "MADV_DONTNEED") and len(self._map):
+            self._map.madvise(mmap.MADV_DONTNEED)
+
     def mask(self, f: Filter) -> np.ndarray:
         """Rows that pass the filter (a boolean array), read in one pass and kept for the next
         calls with the same filter (a few at a time)."""

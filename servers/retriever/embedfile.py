@@ -71,6 +71,7 @@ def write_embeddings(
             rows = order[start : start + chunk]
             out[rows] = embedder.encode_passages(list(docs.texts(rows.tolist())))
             out.flush()  # the rows on disk before the log says they are
+            docs.release()  # the corpus pages read for this chunk need not stay resident
             atomic_write_text(log_file, json.dumps({**plan, "done": i + 1}))
             bar.update(len(rows))
     del out

@@ -4,6 +4,7 @@ loaded and derived (the corpus, the change log, the embedder, the dense and BM25
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,8 +117,19 @@ def build_bm25(s: Session, progress: bool) -> BM25Index:
     """BM25 over the live documents of the collection."""
     rows = s.collection.live_rows()
     identity = len(rows) == s.collection.rows
-    return BM25Index.build(s.collection.texts(rows.tolist()), s.config.backend_configs.bm25, show_progress=progress,
-                           rows=None if identity else rows.astype(np.int64))
+    return BM25Index.build(released(s, s.collection.texts(rows.tolist())), s.config.backend_configs.bm25,
+                           show_progress=progress, rows=None if identity else rows.astype(np.int64))
+
+
+def released(s: Session, texts: Iterator[str], every: int = 50_000) -> Iterator[str]:
+    """`texts`, with the corpus file's pages let go every `every` texts (a large corpus read once
+    need not stay resident)."""
+    for i, text in enumerate(texts, start=1):
+        yield text
+        if i % every == 0 and s.docs is not None:
+            s.docs.release()
+    if s.docs is not None:
+        s.docs.release()
 
 
 def candidates(s: Session, filters: dict[str, Any] | None) -> Allowed:

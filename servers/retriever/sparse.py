@@ -63,6 +63,51 @@ def make_tokenizer(cfg: BM25Config) -> Any:
     return Tokenizer(lower=True, stopwords=stopwords, stemmer=Stemmer.Stemmer("english"))
 
 
+class CompactIds(Sequence[list[int]]):
+    """Every document's token ids in one int32 array (with offsets), tokenized a chunk of texts at
+    a time: the corpus's texts and per-document Python lists (about ten times the bytes) are never
+    all in memory. bm25s reads it as the list of lists it takes."""
+
+    CHUNK = 20_000
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray) -> None:
+        self.flat, self.offsets = flat, offsets
+
+    @classmethod
+    def tokenize(cls, tokenizer: Any, texts: Iterable[str]) -> CompactIds:
+        import itertools
+
+        parts, lengths = [], []
+        it = iter(texts)
+        while chunk := list(itertools.islice(it, cls.CHUNK)):
+            docs = tokenizer.tokenize(chunk, update_vocab=True, return_as="ids", show_progress=False)
+            lengths.append(np.fromiter(map(len, docs), dtype=np.int64, count=len(docs)))
+            parts.append(np.fromiter(itertools.chain.from_iterable(docs), dtype=np.int32))
+        offsets = np.zeros(sum(map(len, lengths)) + 1, dtype=np.int64)
+        if lengths:
+            np.cumsum(np.concatenate(lengths), out=offsets[1:])
+        return cls(np.concatenate(parts) if parts else np.empty(0, np.int32), offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self.flat[self.offsets[i] : self.offsets[i + 1]].tolist()
+
+    def __iter__(self) -> Any:
+        for i in range(len(self)):
+            yield self.flat[self.offsets[i] : self.offsets[i + 1]].tolist()
+
+
+class Tokens:
+    """What bm25s's `index` takes: an object with `ids` (per document) and `vocab` (term -> id)."""
+
+    def __init__(self, ids: CompactIds, vocab: dict[str, int]) -> None:
+        self.ids, self.vocab = ids, vocab
+
+
 class BM25Index:
     kind = "bm25"
 
@@ -85,9 +130,10 @@ class BM25Index:
         import bm25s
 
         tokenizer = make_tokenizer(cfg)
-        tokens = tokenizer.tokenize(list(texts), update_vocab=True, return_as="tuple", show_progress=show_progress)
+        ids = CompactIds.tokenize(tokenizer, texts)
         model = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b)
-        model.index(tokens, show_progress=show_progress)  # the model keeps the tokenizer's vocabulary
+        # the model keeps the tokenizer's vocabulary
+        model.index(Tokens(ids, tokenizer.get_vocab_dict()), show_progress=show_progress)
         params = {"lang": cfg.lang, "tokenizer": tokenizer_name(cfg), "method": cfg.method, "k1": cfg.k1, "b": cfg.b}
         return cls(model, tokenizer, params, rows)
 
