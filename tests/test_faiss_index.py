@@ -93,3 +93,14 @@ def test_an_ivf_index_from_the_yaml_answers_filtered_searches(tmp_path) -> None:
     exact.init(overwrite=True)
     exact.index(overwrite=True)
     assert [h.id for h in exact.search("cells and DNA", 3, filters=flt)[0]] == [h.id for h in hits]  # all lists probed
+
+
+def test_ann_training_samples_enough_rows_for_every_list() -> None:
+    from retriever.indexes.faiss import new_index, training_rows
+
+    ivf = new_index(8, "IVF4096,Flat")
+    rows = training_rows(ivf, 1_000_000)
+    assert len(rows) == 50 * 4096 and (np.diff(rows) > 0).all() and rows[-1] < 1_000_000
+    assert (training_rows(ivf, 1_000_000) == rows).all()  # the same sample every build
+    assert len(training_rows(new_index(8, "HNSW16"), 1_000_000)) == 100_000
+    assert (training_rows(ivf, 5_000) == np.arange(5_000)).all()

@@ -52,6 +52,16 @@ def new_index(dimension: int, factory: str = "Flat") -> Any:
                           f"string ({str(e).splitlines()[-1][:200]}); e.g. Flat, HNSW32, IVF1024,Flat") from None
 
 
+def training_rows(index: Any, n: int) -> np.ndarray:
+    """Rows to train an ANN index on: all of them up to 100,000, else a fixed-seed random sample of
+    100,000 or 50 per IVF list (FAISS asks for 39 or more), whichever is more, in row order."""
+    ivf = _faiss().try_extract_index_ivf(index)
+    want = max(100_000, 50 * ivf.nlist if ivf is not None else 0)
+    if n <= want:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(0).choice(n, size=want, replace=False))
+
+
 def tune(index: Any, tuning: dict[str, int]) -> dict[str, int]:
     """Set the search-time parameters (nprobe, efSearch) the index has; the others are named in an error."""
     faiss = _faiss()
@@ -96,10 +106,10 @@ class FaissIndex:
     def build(cls, vectors: np.ndarray, chunk: int, use_gpu: bool = False, factory: str = "Flat",
               tuning: dict[str, int] | None = None) -> FaissIndex:
         """Add `vectors` (an array or a memmap) `chunk` rows at a time; an ANN index is trained
-        first on (up to) its first 256 x nlist-ish rows, as FAISS asks."""
+        first on a sample (training_rows)."""
         index = new_index(int(vectors.shape[1]), factory)
         if not index.is_trained:
-            sample = np.ascontiguousarray(vectors[: min(len(vectors), 100_000)], dtype=np.float32)
+            sample = np.ascontiguousarray(vectors[training_rows(index, len(vectors))], dtype=np.float32)
             on_compute_thread(index.train, sample)
         for start in range(0, len(vectors), chunk):
             on_compute_thread(index.add, np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32))
