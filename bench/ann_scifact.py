@@ -9,7 +9,6 @@ Writes the "ann-scifact" section of bench/RESULTS.md.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from report import SCIFACT, write_section  # noqa: E402
+from scale import recall_at_10, timed_index  # noqa: E402
 
 CHOICES = [("Flat", {}), ("HNSW32", {"efSearch": 16}), ("HNSW32", {"efSearch": 64}), ("HNSW32", {"efSearch": 256}),
            ("IVF256,Flat", {"nprobe": 8}), ("IVF256,Flat", {"nprobe": 32}), ("IVF256,PQ48", {"nprobe": 32})]
@@ -26,7 +26,6 @@ def main() -> None:
     from retriever.config import load_config
     from retriever.embedders import build_embedder
     from retriever.evaluation import evaluate, load_qrels, load_queries
-    from retriever.indexes.faiss import FaissIndex
 
     vectors = np.load(ROOT / "index" / "scifact" / "embedding.npy", mmap_mode="r")
     ids = [line.split('"_id": "')[1].split('"')[0] for line in (SCIFACT / "corpus.jsonl").read_text().splitlines()]
@@ -37,15 +36,10 @@ def main() -> None:
     exact = None
     rows = []
     for factory, tuning in CHOICES:
-        t = time.perf_counter()
-        index = FaissIndex.build(vectors, 10_000, factory=factory, tuning=tuning)
-        build = time.perf_counter() - t
-        t = time.perf_counter()
-        found, scores = index.search(qvecs, 100)
-        qps = len(qids) / (time.perf_counter() - t)
+        _, found, scores, build, qps = timed_index(vectors, qvecs, factory, tuning, 100)
         if exact is None:
             exact = found
-        recall = np.mean([len(set(a[:10]) & set(b[:10])) / 10 for a, b in zip(found.tolist(), exact.tolist())])
+        recall = recall_at_10(found, exact)
         run = {q: [(ids[r], float(s)) for r, s in zip(rs, ss) if r >= 0] for q, rs, ss in zip(qids, found, scores)}
         m = evaluate(run, qrels)
         rows.append(f"| {factory} {tuning or ''} | {build:.2f} | {qps:.0f} | {recall:.3f} | {m['ndcg@10']:.4f} | "

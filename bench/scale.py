@@ -76,6 +76,24 @@ def size(path: Path) -> float:
     return sum(f.stat().st_size for f in files if f.is_file()) / 2**30
 
 
+def timed_index(vectors: np.ndarray, queries: np.ndarray, factory: str, tuning: dict[str, int],
+                k: int) -> tuple[Any, np.ndarray, np.ndarray, float, float]:
+    """An index_factory built from `vectors` and searched with `queries` in one batch: the index,
+    its rows and scores, build seconds, queries per second."""
+    from retriever.indexes.faiss import FaissIndex
+
+    t = time.perf_counter()
+    index = FaissIndex.build(vectors, 100_000, factory=factory, tuning=tuning)
+    build = time.perf_counter() - t
+    t = time.perf_counter()
+    found, scores = index.search(queries, k)
+    return index, found, scores, build, len(queries) / (time.perf_counter() - t)
+
+
+def recall_at_10(found: np.ndarray, exact: np.ndarray) -> float:
+    return float(np.mean([len(set(a[:10]) & set(b[:10])) / 10 for a, b in zip(found.tolist(), exact.tolist())]))
+
+
 def faiss_choices(vectors: np.ndarray, queries: np.ndarray, factories: list[str]) -> list[str]:
     """Each index_factory built from the vectors: build s, size, QPS (one batch of queries), recall@10."""
     import faiss
@@ -85,15 +103,10 @@ def faiss_choices(vectors: np.ndarray, queries: np.ndarray, factories: list[str]
     exact = None
     for factory in factories:
         tuning = {"nprobe": 32} if factory.startswith("IVF") else {"efSearch": 64} if factory.startswith("HNSW") else {}
-        t = time.perf_counter()
-        index = FaissIndex.build(vectors, 100_000, factory=factory, tuning=tuning)
-        build = time.perf_counter() - t
-        t = time.perf_counter()
-        found, _ = index.search(queries, 10)
-        qps = len(queries) / (time.perf_counter() - t)
+        index, found, _, build, qps = timed_index(vectors, queries, factory, tuning, 10)
         if exact is None:
             exact = found if factory == "Flat" else FaissIndex.build(vectors, 100_000).search(queries, 10)[0]
-        recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found.tolist(), exact.tolist())])
+        recall = recall_at_10(found, exact)
         mb = faiss.serialize_index(index._cpu).nbytes / 2**20
         rows.append(f"| {factory} {tuning or ''} | {build:.1f} | {mb:.0f} | {qps:.0f} | {recall:.3f} |")
     return rows

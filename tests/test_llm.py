@@ -87,53 +87,44 @@ def reverse_order(prompt: str) -> str:
 
 
 def test_listwise_rerank_applies_the_models_order_to_what_it_saw(built_project: Path, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = FakeLLM(reverse_order)
-    try:
-        mcp = llm_mcp(built_project, tmp_path, fake, monkeypatch)
-        plain = mcp.ok("retriever_hybrid_search", {"query_list": Q, "top_k": 20})["ret_ids"][0]
-        out = mcp.ok("retriever_hybrid_search", {"query_list": Q, "top_k": 8, "llm_rerank": {
-            "method": "listwise", "depth": 6, "batch_size": 6}})
-    finally:
-        fake.stop()
+                                                                  llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    llm.respond = reverse_order
+    mcp = llm_mcp(built_project, tmp_path, llm, monkeypatch)
+    plain = mcp.ok("retriever_hybrid_search", {"query_list": Q, "top_k": 20})["ret_ids"][0]
+    out = mcp.ok("retriever_hybrid_search", {"query_list": Q, "top_k": 8, "llm_rerank": {
+        "method": "listwise", "depth": 6, "batch_size": 6}})
     assert out["ret_ids"][0] == plain[:6][::-1] + plain[6:8]  # the 6 it saw reversed, the rest behind
     assert out["llm_rerank"] == {"method": "listwise", "depth": 6, "batch_size": 6}
-    assert len(fake.requests) == 1 and Q in fake.prompts()[0] and len(passages(fake.prompts()[0])) == 6
+    assert len(llm.requests) == 1 and Q in llm.prompts()[0] and len(passages(llm.prompts()[0])) == 6
 
 
 def test_listwise_windows_slide_from_the_bottom(built_project: Path, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = FakeLLM(reverse_order)
-    try:
-        mcp = llm_mcp(built_project, tmp_path, fake, monkeypatch)
-        plain = mcp.ok("retriever_search", {"query_list": Q, "top_k": 8})["ret_ids"][0]
-        out = mcp.ok("retriever_search", {"query_list": Q, "top_k": 8, "llm_rerank": {"depth": 8, "batch_size": 4}})
-    finally:
-        fake.stop()
+                                                llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    llm.respond = reverse_order
+    mcp = llm_mcp(built_project, tmp_path, llm, monkeypatch)
+    plain = mcp.ok("retriever_search", {"query_list": Q, "top_k": 8})["ret_ids"][0]
+    out = mcp.ok("retriever_search", {"query_list": Q, "top_k": 8, "llm_rerank": {"depth": 8, "batch_size": 4}})
     # windows of 4, step 2: rows 4-7, then 2-5, then 0-3, each reversed by the model
     rows = list(plain)
     for start in (4, 2, 0):
         rows[start : start + 4] = rows[start : start + 4][::-1]
-    assert out["ret_ids"][0] == rows and len(fake.requests) == 3
+    assert out["ret_ids"][0] == rows and len(llm.requests) == 3
 
 
 def test_pointwise_rerank_sorts_by_the_models_scores(built_project: Path, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
     def score(prompt: str) -> str:  # 10 for the passages about photosynthesis, else 1
         return json.dumps({"scores": [10 if "glucose" in p else 1 for p in passages(prompt)]})
 
-    fake = FakeLLM(score)
-    try:
-        mcp = llm_mcp(built_project, tmp_path, fake, monkeypatch)
-        plain = mcp.ok("retriever_search", {"query_list": "light energy", "top_k": 10})
-        out = mcp.ok("retriever_search", {"query_list": "light energy", "top_k": 10, "llm_rerank": {
-            "method": "pointwise", "depth": 10, "batch_size": 4}})
-    finally:
-        fake.stop()
+    llm.respond = score
+    mcp = llm_mcp(built_project, tmp_path, llm, monkeypatch)
+    plain = mcp.ok("retriever_search", {"query_list": "light energy", "top_k": 10})
+    out = mcp.ok("retriever_search", {"query_list": "light energy", "top_k": 10, "llm_rerank": {
+        "method": "pointwise", "depth": 10, "batch_size": 4}})
     glucose = [i for i, text in zip(plain["ret_ids"][0], plain["ret_psg"][0]) if "glucose" in text]
     assert glucose and out["ret_ids"][0] == glucose + [i for i in plain["ret_ids"][0] if i not in glucose]
     assert out["ret_scores"][0] == [10.0] * len(glucose) + [1.0] * (10 - len(glucose))
-    assert len(fake.requests) == 3  # 10 hits, 4 per request
+    assert len(llm.requests) == 3  # 10 hits, 4 per request
 
 
 def test_a_failed_rerank_keeps_the_retrieval_order(built_project: Path, tmp_path: Path, llm: FakeLLM,
@@ -185,16 +176,13 @@ def extract(prompt: str) -> str:
 
 
 def test_triples_make_a_graph_that_graph_search_hops_over(built_project: Path, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = FakeLLM(extract)
-    try:
-        mcp = llm_mcp(built_project, tmp_path, fake, monkeypatch)
-        built = mcp.ok("retriever_extract_triples")
-        assert (built["documents"], built["triples"], built["failed"]) == (30, 4, {})
-        out = mcp.ok("retriever_graph_search", {"query_list": "photosynthesis", "top_k": 4, "seed_k": 1, "hops": 2,
-                                                "beam": 3, "return_metadata": True})
-    finally:
-        fake.stop()
+                                                          llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    llm.respond = extract
+    mcp = llm_mcp(built_project, tmp_path, llm, monkeypatch)
+    built = mcp.ok("retriever_extract_triples")
+    assert (built["documents"], built["triples"], built["failed"]) == (30, 4, {})
+    out = mcp.ok("retriever_graph_search", {"query_list": "photosynthesis", "top_k": 4, "seed_k": 1, "hops": 2,
+                                            "beam": 3, "return_metadata": True})
     assert out["ret_ids"][0][0] == "doc00" and out["ret_meta"][0][0]["hop"] == 0
     reached = dict(zip(out["ret_ids"][0], out["ret_meta"][0]))
     assert reached["doc05"]["hop"] == 1 and reached["doc05"]["triple"] == ["type 2 diabetes", "involves", "glucose"]

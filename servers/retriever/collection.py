@@ -12,7 +12,7 @@ records the log generation it was built from.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .corpus import DocStore, parse_record
+from .corpus import DocStore, check_image, parse_record
 from .errors import CorpusError, InvalidInputError
 from .filters import Filter, matches
 from .persist import check_manifest, publish, read_manifest
@@ -157,10 +157,12 @@ def _union(deleted: np.ndarray, rows: Iterable[int]) -> np.ndarray:
     return np.union1d(deleted, np.fromiter(rows, dtype=np.int64)).astype(np.int64)
 
 
-def parse_documents(documents: Any, images: Path | None = None) -> list[Document]:
+def parse_documents(documents: Any, images: Path | None = None,
+                    inside: Callable[[str, str], Path] | None = None) -> list[Document]:
     """Tool input -> Documents: each `{"id", "contents"}` or `{"id", "title", "text"}`, other
     fields as metadata (or a `metadata` object); ids required and unique within the call. With
-    `images` (the folder relative paths start from), each is an image `{"id", "image_path"}`."""
+    `images` (the folder relative paths start from), each is an image `{"id", "image_path"}`, its
+    file checked by `inside(path, what)` (the allowed folders) before it is opened."""
     if not isinstance(documents, list) or not documents:
         raise InvalidInputError("documents must be a non-empty list of objects with 'id' and 'contents'")
     out, seen = [], set()
@@ -176,6 +178,13 @@ def parse_documents(documents: Any, images: Path | None = None) -> list[Document
             raise InvalidInputError(str(e)) from None
         if doc.id in seen:
             raise InvalidInputError(f"{where}: duplicate id {doc.id!r} in this call")
+        if images is not None:
+            if inside is not None:
+                inside(doc.text, f"{where}.image_path")
+            try:
+                check_image(doc, where, None)
+            except CorpusError as e:
+                raise InvalidInputError(str(e)) from None
         seen.add(doc.id)
         out.append(doc)
     return out

@@ -20,7 +20,7 @@ from . import changes
 from .catalog import collection_names, describe, recorded_corpus, remember_corpus
 from .collection import parse_documents
 from .config import Config, HybridConfig, load_config
-from .corpus import DocStore, check_image
+from .corpus import DocStore
 from .embedders import Embedder
 from .embedfile import open_embeddings, write_embeddings
 from .errors import (
@@ -43,6 +43,7 @@ from .persist import read_manifest
 from .results import as_queries, check_top_k, pick, search_groups
 from .search import BM25, KINDS, Dense, Hybrid, Ranker, run
 from .search.fanout import fanout
+from .search.rankers import text_only
 from .search.stages import apply, stages
 from .session import Session, bm25_manifest, build_bm25, open_session
 from .types import Hit
@@ -145,15 +146,9 @@ class Retriever:
     # ---- dense -----------------------------------------------------------------------------
 
     def embed(self, embedding_path: str | None = None, overwrite: bool | None = None,
-              progress: bool = True, is_multimodal: bool | None = None) -> dict[str, Any]:
-        """Embed the corpus a chunk at a time into an .npy file (refuses to overwrite by default).
-        `is_multimodal` (UltraRAG passes it here too) must agree with the session's."""
+              progress: bool = True) -> dict[str, Any]:
+        """Embed the corpus a chunk at a time into an .npy file (refuses to overwrite by default)."""
         with self._writing("retriever_embed") as s:
-            if is_multimodal is not None and is_multimodal != s.config.is_multimodal:
-                opened = "images" if s.config.is_multimodal else "text"
-                raise InvalidInputError(f"retriever_embed(is_multimodal={str(is_multimodal).lower()}): retriever_init "
-                                        f"opened a corpus of {opened}; call retriever_init with is_multimodal: "
-                                        f"{str(is_multimodal).lower()} first")
             embedder = self._embedder_of(s, "retriever_embed")
             cfg = s.config
             path = self._path(embedding_path, cfg.paths().embedding, "embedding_path")
@@ -227,7 +222,7 @@ class Retriever:
 
     def bm25_index(self, overwrite: bool | None = None, progress: bool = True) -> dict[str, Any]:
         with self._writing("bm25_index") as s:
-            _text_only(s, "bm25_index")
+            text_only(s, "bm25_index")
             if s.backend.holds_documents:
                 raise NotYetSupportedError("demo mode keeps the documents only in the index backend; BM25 and hybrid "
                                            "search need a corpus here: set is_demo: false")
@@ -248,7 +243,7 @@ class Retriever:
                     score_threshold: float | None = None, scale_score: bool = False,
                     filters: dict[str, Any] | None = None, collection_name: str | None = None) -> list[list[Hit]]:
         """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
-        s = _text_only(self.searched("bm25_search", collection_name), "bm25_search")
+        s = self.searched("bm25_search", collection_name)
         return run.search(s, BM25(), as_queries(query_list), self._k(s, top_k), filters, scale_score, score_threshold)
 
     # ---- documents: add (upsert) and delete ----------------------------------------------------
@@ -260,12 +255,9 @@ class Retriever:
             raise LimitError(f"retriever_add: {len(documents)} documents in one call, the limit is "
                              f"{self.config.limits.max_documents} (limits.max_documents); send them in batches")
         with self._writing("retriever_add") as s:
-            docs = parse_documents(documents, self._image_root() if s.config.is_multimodal else None)
-            if s.config.is_multimodal:
-                for i, doc in enumerate(docs):
-                    self._path(doc.text, Path(doc.text), f"documents[{i}].image_path")
-                    check_image(doc, f"documents[{i}]", None)
-            self.session, report = changes.add(s, docs, progress)
+            # an added image's relative path starts at the YAML's folder, as every path in a call
+            images = (self.base_dir or Path.cwd()) if s.config.is_multimodal else None
+            self.session, report = changes.add(s, parse_documents(documents, images, self.resolve_path), progress)
             return report
 
     def ingest(self, source_id: str, text: str, metadata: dict[str, Any] | None = None,
@@ -307,7 +299,7 @@ class Retriever:
         """Dense and BM25 at once, each `candidate_depth` deep, fused per query (see fusion.py).
         Each hit carries its rank and score in each retriever. `scale_score` divides by the best
         possible fused score."""
-        s = _text_only(self.searched("retriever_hybrid_search", collection_name), "retriever_hybrid_search")
+        s = self.searched("retriever_hybrid_search", collection_name)
         self._embedder_of(s, "retriever_hybrid_search")
         h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
                            candidate_depth=candidate_depth)
@@ -374,10 +366,6 @@ class Retriever:
 
     # ---- helpers ---------------------------------------------------------------------------
 
-    def _image_root(self) -> Path:
-        """Where an added image's relative path starts: the YAML's folder, as for every path in a call."""
-        return self.base_dir if self.base_dir is not None else Path.cwd()
-
     def resolve_path(self, given: str, what: str) -> Path:
         """A path from a call: relative to the YAML's folder, inside the allowed roots."""
         return self._path(given, Path(given), what)
@@ -395,19 +383,9 @@ def _kind(s: Session, mode: str, h: HybridConfig, query_instruction: str | None)
     """The retriever kind `mode` names (search/rankers.py), checked against the session."""
     if mode not in KINDS:
         raise InvalidInputError(f"mode must be one of {sorted(KINDS)}, got {mode!r}")
-    if mode != "dense":
-        _text_only(s, f"mode {mode!r}")
     if mode != "bm25" and s.embedder is None:
         raise NotYetSupportedError(f"mode {mode!r}: backend is 'bm25', which has no embedder; use mode 'bm25'")
     return KINDS[mode](h, query_instruction)
-
-
-def _text_only(s: Session, tool: str) -> Session:
-    """`s`, if it holds text: BM25 (alone or in hybrid) has nothing to match in images."""
-    if s.config.is_multimodal:
-        raise NotYetSupportedError(f"{tool}: this collection holds images (is_multimodal), which have no text for "
-                                   "BM25; search them with retriever_search")
-    return s
 
 
 def _need_corpus(s: Session, tool: str) -> DocStore:

@@ -97,8 +97,7 @@ class CompactIds(Sequence[list[int]]):
         return self.flat[self.offsets[i] : self.offsets[i + 1]].tolist()
 
     def __iter__(self) -> Any:
-        for i in range(len(self)):
-            yield self.flat[self.offsets[i] : self.offsets[i + 1]].tolist()
+        return (self[i] for i in range(len(self)))
 
 
 class Tokens:

@@ -10,6 +10,7 @@ from .. import remote
 from ..errors import InvalidInputError
 from . import llm_calls
 from .models import (
+    SCORES,
     AddRequest,
     AgenticSearchRequest,
     BatchSearchRequest,
@@ -36,15 +37,11 @@ from .models import (
     RewriteRequest,
     SearchRequest,
 )
-from .replies import Shape
+from .replies import Hits, Payload, Shape
 
 if TYPE_CHECKING:
     from ..engine import Retriever
-    from ..types import Hit
 
-Payload = dict[str, Any]
-Hits = list[list["Hit"]]
-SCORES = ("score_threshold", "scale_score", "filters")
 SEARCHED = (*SCORES, "collection_name")  # the options of a search of one collection
 FUSION = ("fusion", "vector_weight", "rrf_k", "candidate_depth")
 
@@ -66,7 +63,13 @@ def init(engine: Retriever, r: InitRequest) -> Payload:
 
 
 def embed(engine: Retriever, r: EmbedRequest) -> Payload:
-    return engine.embed(r.embedding_path, r.overwrite, is_multimodal=r.is_multimodal)
+    opened = engine.need("retriever_embed").config.is_multimodal
+    if r.is_multimodal is not None and r.is_multimodal != opened:  # UltraRAG passes it here too
+        flag = str(r.is_multimodal).lower()
+        raise InvalidInputError(f"retriever_embed(is_multimodal={flag}): retriever_init opened a corpus of "
+                                f"{'images' if opened else 'text'}; call retriever_init with is_multimodal: {flag} "
+                                "first")
+    return engine.embed(r.embedding_path, r.overwrite)
 
 
 def index(engine: Retriever, r: IndexRequest) -> Payload:

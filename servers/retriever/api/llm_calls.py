@@ -16,6 +16,7 @@ from ..fusion import rrf
 from ..locks import collection_lock
 from ..results import as_queries
 from .models import (
+    SCORES,
     AgenticSearchRequest,
     BM25SearchRequest,
     ExtractTriplesRequest,
@@ -24,15 +25,13 @@ from .models import (
     RewriteRequest,
     SearchRequest,
 )
+from .replies import Hits, Payload
 
 if TYPE_CHECKING:
     from ..engine import Retriever
     from ..llm.client import ChatClient
     from ..types import Hit
 
-Payload = dict[str, Any]
-Hits = list[list["Hit"]]
-SCORES = ("score_threshold", "scale_score", "filters")
 
 
 def client(engine: Retriever) -> ChatClient:
@@ -54,7 +53,8 @@ def mode_search(engine: Retriever, mode: str, queries: list[str], k: int | None,
         case "bm25":
             return engine.bm25_search(queries, k, **opts)
         case "hybrid":
-            return engine.hybrid_search(queries, k, r.query_instruction, **opts)
+            return engine.hybrid_search(queries, k, r.query_instruction,
+                                        candidate_depth=getattr(r, "candidate_depth", None), **opts)
     raise InvalidInputError(f"mode must be dense, bm25 or hybrid, got {mode!r}")
 
 

@@ -84,6 +84,9 @@ class Request(BaseModel):
         return {n: getattr(self, n) for n in names}
 
 
+SCORES = ("score_threshold", "scale_score", "filters")  # the options of _Scores, as the engine takes them
+
+
 # ---- lifecycle ----------------------------------------------------------------------------------
 
 

@@ -61,7 +61,6 @@ class ImageEmbedder(SentenceTransformerEmbedder):
             raise ConfigError(f"is_multimodal: model {cfg.model_name_or_path or self.model_id!r} embeds "
                               f"{' and '.join(map(str, modalities))}, not images and text in one space; set "
                               "model_name_or_path to an image-text model (a CLIP model folder)")
-        self.runtime_reason = choice.reason
 
     def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
         step = self._batch_size * PIECE_BATCHES

@@ -95,7 +95,7 @@ class FaissIndex:
                  device: Any = None, tuning: dict[str, int] | None = None) -> None:
         self.warnings: list[str] = []
         self._use_gpu = use_gpu
-        self.tuning = tune(index, tuning or {})
+        self.tuning = tuning or {}  # set on the index by build / load (tune); kept for filtered searches
         self._cpu = index
         self._index = device if device is not None else _maybe_gpu(index, use_gpu, self.warnings)
         self._n = int(index.ntotal) if n is None else n  # the rows this snapshot sees
@@ -113,7 +113,7 @@ class FaissIndex:
             on_compute_thread(index.train, sample)
         for start in range(0, len(vectors), chunk):
             on_compute_thread(index.add, np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32))
-        return cls(index, {}, use_gpu, tuning=tuning)
+        return cls(index, {}, use_gpu, tuning=tune(index, tuning or {}))
 
     @classmethod
     def empty(cls, dimension: int) -> FaissIndex:
@@ -149,7 +149,7 @@ class FaissIndex:
         index = _faiss().read_index(str(folder / manifest["data"]))
         if index.ntotal != manifest["count"]:
             raise IndexMismatchError(f"{folder}: {index.ntotal} vectors but the manifest says {manifest['count']}")
-        return cls(index, manifest, use_gpu, tuning=tuning)
+        return cls(index, manifest, use_gpu, tuning=tune(index, tuning or {}))
 
     def __len__(self) -> int:
         return self._n

@@ -38,6 +38,13 @@ class Ranker(Protocol):
         ...
 
 
+def text_only(s: Session, what: str) -> None:
+    """BM25 (alone or in hybrid) has nothing to match in a collection of images."""
+    if s.config.is_multimodal:
+        raise NotYetSupportedError(f"{what}: this collection holds images (is_multimodal), which have no text for "
+                                   "BM25; search them with retriever_search")
+
+
 def _ranked(rows: Sequence[np.ndarray], scores: Sequence[np.ndarray]) -> list[Fused]:
     return [(r, sc, None) for r, sc in zip(rows, scores)]  # type: ignore[misc]
 
@@ -73,6 +80,7 @@ class BM25:
 
     def rows(self, s: Session, queries: list[str], depth: int,
              allowed: Allowed) -> tuple[Sequence[np.ndarray], Sequence[np.ndarray]]:
+        text_only(s, "BM25 search")
         if s.bm25 is None:
             raise IndexMissingError("no BM25 index is loaded; call bm25_index")
         return s.bm25.search(queries, depth, allowed[0])
@@ -99,6 +107,7 @@ class Hybrid:
     def rank(self, s: Session, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
         if s.embedder is None:
             raise NotYetSupportedError("hybrid search: backend is 'bm25', which has no embedder; use BM25 search")
+        text_only(s, "hybrid search")
         if s.dense is None or s.bm25 is None:
             raise IndexMissingError("hybrid search needs both indexes: call retriever_embed + retriever_index "
                                     "and bm25_index")
