@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from retriever.errors import ConfigError, IndexMismatchError
+from retriever.errors import ConfigError, IndexMismatchError, InvalidInputError
 from retriever.indexes import Change
 from retriever.indexes.faiss import FaissIndex
 from retriever.types import Document
@@ -76,6 +76,59 @@ def test_search_settings_the_index_lacks_are_named() -> None:
         FaissIndex.build(unit(100), chunk=100, factory="HNSW16", tuning={"nprobe": 4})
     index = FaissIndex.build(unit(300), chunk=100, factory="IVF4,Flat", tuning={"nprobe": 3})
     assert index._cpu.nprobe == 3
+
+
+def test_a_call_sets_nprobe_and_ef_search_for_itself() -> None:
+    """Per call, over the YAML's: all lists probed = exact; the index's own setting is untouched."""
+    vectors, queries = unit(800, d=16), unit(20, d=16, seed=3)
+    exact = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
+    ivf = FaissIndex.build(vectors, chunk=400, factory="IVF16,Flat", tuning={"nprobe": 1})
+    default, _ = ivf.search(queries, 10)
+    full, _ = ivf.search(queries, 10, ann={"nprobe": 16})
+    assert (full == exact).all() and (default != exact).any()  # one list of 16 misses some
+    assert ivf._cpu.nprobe == 1 and (ivf.search(queries, 10)[0] == default).all()
+    allowed = np.zeros(800, bool)
+    allowed[::3] = True
+    rows, _ = ivf.search(queries, 10, allowed, ann={"nprobe": 16})
+    keep = np.flatnonzero(allowed)
+    assert (rows == keep[np.argsort(-(queries @ vectors[keep].T), axis=1, kind="stable")[:, :10]]).all()
+    hnsw = FaissIndex.build(vectors, chunk=400, factory="HNSW8", tuning={"efSearch": 10})
+    recall = [np.mean([len(set(r) & set(e)) / 10 for r, e in zip(hnsw.search(queries, 10, ann=a)[0], exact)])
+              for a in (None, {"efSearch": 400})]
+    assert recall[1] == 1.0 and recall[0] <= recall[1] and hnsw._cpu.hnsw.efSearch == 10
+    with pytest.raises(InvalidInputError, match="ef_search: this collection's FAISS index .*IndexIVFFlat"):
+        ivf.search(queries, 10, ann={"efSearch": 64})
+    with pytest.raises(InvalidInputError, match="nprobe: .*IndexFlat.* nprobe is for IVF"):
+        FaissIndex.build(vectors, chunk=400).search(queries, 10, ann={"nprobe": 4})
+
+
+def test_nprobe_through_the_tools(tmp_path) -> None:
+    from conftest import MCP, engine_for, write_project
+
+    config = write_project(tmp_path / "p")
+    engine = engine_for(config, {"index_backend_configs": {"faiss": {"index_factory": "IVF4,Flat", "nprobe": 1}}})
+    engine.init()
+    engine.embed(progress=False)
+    engine.index()
+    engine.bm25_index(progress=False)
+    mcp = MCP(engine)
+    s = engine.session
+    docs = np.load(s.config.paths().embedding)
+    query = s.embedder.encode_queries(["cells and DNA"], "")[0]
+    exact = [s.collection.get(int(r)).id for r in np.argsort(-(docs @ query), kind="stable")[:5]]
+    out = mcp.ok("retriever_search", {"query_list": ["cells and DNA"], "top_k": 5, "nprobe": 4})  # every list
+    assert out["ret_ids"][0] == exact
+    one = mcp.ok("retriever_search", {"query_list": ["cells and DNA"], "top_k": 5})["ret_ids"][0]
+    assert one != exact  # the YAML's nprobe 1 searches one list of 4
+    hybrid = mcp.ok("retriever_hybrid_search", {"query_list": ["cells and DNA"], "top_k": 5, "nprobe": 4,
+                                                "return_metadata": True})
+    ranks = hybrid["ret_sources"]["dense"]["rank"][0]
+    assert [exact[r - 1] for r in ranks if r is not None and r <= 5] == [i for i, r in zip(hybrid["ret_ids"][0], ranks)
+                                                                         if r is not None and r <= 5]
+    batch = mcp.ok("retriever_batch_search", {"batch_query_list": [["cells and DNA"]], "top_k": 5, "nprobe": 4})
+    assert batch["ret_ids_ls"][0][0] == exact
+    assert "ef_search" in mcp.error("retriever_search", {"query_list": ["x"], "ef_search": 32})
+    assert "greater than or equal to 1" in mcp.error("retriever_search", {"query_list": ["x"], "nprobe": 0})
 
 
 def test_an_ivf_index_from_the_yaml_answers_filtered_searches(tmp_path) -> None:

@@ -187,36 +187,37 @@ class Retriever:
     def search(self, query_list: str | Sequence[str], top_k: int | None = None,
                query_instruction: str | None = None, score_threshold: float | None = None,
                scale_score: bool = False, filters: dict[str, Any] | None = None,
-               collection_name: str | None = None) -> list[list[Hit]]:
+               collection_name: str | None = None, ann: dict[str, int] | None = None) -> list[list[Hit]]:
         """Dense search. `scale_score` maps scores to 0..1 (cosine: (s + 1) / 2; inner product:
         expit(s / 100)); `score_threshold` drops hits below it (after scaling, if asked);
         `filters` (see filters.py) limits the candidates before the top k is taken;
-        `collection_name` searches that collection (None: the current one)."""
+        `collection_name` searches that collection (None: the current one); `ann` sets an ANN
+        index's nprobe / efSearch for this call (None: the YAML's)."""
         s = self.searched("retriever_search", collection_name)
         embedder = self._embedder_of(s, "retriever_search")
         queries, k = as_queries(query_list), self._k(s, top_k)
         if s.backend.holds_documents:
             return chunked(lambda qs: self._stored_hits(s, embedder, qs, k, query_instruction, score_threshold,
-                                                        scale_score, filters), queries, s.config.limits, k)
-        return run.search(s, Dense(query_instruction), queries, k, filters, scale_score, score_threshold)
+                                                        scale_score, filters, ann), queries, s.config.limits, k)
+        return run.search(s, Dense(query_instruction, ann), queries, k, filters, scale_score, score_threshold)
 
     def _stored_hits(self, s: Session, embedder: Embedder, queries: list[str], top_k: int,
                      query_instruction: str | None, threshold: float | None, scale_score: bool,
-                     filters: dict[str, Any] | None) -> list[list[Hit]]:
+                     filters: dict[str, Any] | None, ann: dict[str, int] | None) -> list[list[Hit]]:
         """Hits straight from an index backend that holds the documents (Milvus demo mode)."""
         vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
         f = None if filters is None else parse_filter(filters)
-        found = s.backend.hits(View(s.config, s.collection, embedder), s.dense, vectors, top_k, f)
+        found = s.backend.hits(View(s.config, s.collection, embedder), s.dense, vectors, top_k, f, ann)
         return apply(found, stages(Dense().scale(s) if scale_score else None, threshold))
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None, score_threshold: float | None = None,
                      scale_score: bool = False, filters: dict[str, Any] | None = None,
-                     collection_name: str | None = None) -> list[list[list[Hit]]]:
+                     collection_name: str | None = None, ann: dict[str, int] | None = None) -> list[list[list[Hit]]]:
         """One search over every query of every group, split back into the groups."""
         return search_groups(
             lambda qs: self.search(qs, top_k, query_instruction, score_threshold, scale_score, filters,
-                                   collection_name), batch_query_list)
+                                   collection_name, ann), batch_query_list)
 
     # ---- BM25 ------------------------------------------------------------------------------
 
@@ -295,15 +296,15 @@ class Retriever:
                       vector_weight: float | None = None, rrf_k: float | None = None,
                       candidate_depth: int | None = None, score_threshold: float | None = None,
                       scale_score: bool = False, filters: dict[str, Any] | None = None,
-                      collection_name: str | None = None) -> list[list[Hit]]:
+                      collection_name: str | None = None, ann: dict[str, int] | None = None) -> list[list[Hit]]:
         """Dense and BM25 at once, each `candidate_depth` deep, fused per query (see fusion.py).
         Each hit carries its rank and score in each retriever. `scale_score` divides by the best
-        possible fused score."""
+        possible fused score; `ann` as in `search`."""
         s = self.searched("retriever_hybrid_search", collection_name)
         self._embedder_of(s, "retriever_hybrid_search")
         h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
                            candidate_depth=candidate_depth)
-        return run.search(s, Hybrid(h, query_instruction), as_queries(query_list), self._k(s, top_k), filters,
+        return run.search(s, Hybrid(h, query_instruction, ann), as_queries(query_list), self._k(s, top_k), filters,
                           scale_score, score_threshold)
 
     def hybrid_batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,

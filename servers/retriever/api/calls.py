@@ -142,11 +142,12 @@ def list_collections(engine: Retriever, r: ListCollectionsRequest) -> Payload:
 
 
 def search_hits(engine: Retriever, r: SearchRequest) -> Hits:
-    return engine.search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*SEARCHED))
+    return engine.search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*SEARCHED), ann=r.ann())
 
 
 def hybrid_hits(engine: Retriever, r: HybridSearchRequest) -> Hits:
-    return engine.hybrid_search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*FUSION, *SEARCHED))
+    return engine.hybrid_search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*FUSION, *SEARCHED),
+                                ann=r.ann())
 
 
 def bm25_hits(engine: Retriever, r: BM25SearchRequest) -> Hits:
@@ -197,13 +198,14 @@ def graph_search(engine: Retriever, r: GraphSearchRequest) -> Payload:
 
 
 def batch_search(engine: Retriever, r: BatchSearchRequest) -> Payload:
-    groups = engine.batch_search(r.batch_query_list, depth(engine, r), r.query_instruction, **r.options(*SEARCHED))
+    groups = engine.batch_search(r.batch_query_list, depth(engine, r), r.query_instruction, **r.options(*SEARCHED),
+                                 ann=r.ann())
     return shape(engine, r).batch([windowed(engine, r, g) for g in groups])
 
 
 def hybrid_batch_search(engine: Retriever, r: HybridBatchSearchRequest) -> Payload:
     groups = engine.hybrid_batch_search(r.batch_query_list, depth(engine, r), query_instruction=r.query_instruction,
-                                        **r.options(*FUSION, *SEARCHED))
+                                        **r.options(*FUSION, *SEARCHED), ann=r.ann())
     return shape(engine, r, fused=True).batch([windowed(engine, r, g) for g in groups])
 
 

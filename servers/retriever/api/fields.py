@@ -42,6 +42,12 @@ RRFK = Annotated[Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] | No
     "Default: hybrid.rrf_k (60).")]
 CandidateDepth = Annotated[int | None, Field(
     ge=1, description="How deep each ranking is searched before fusing. Default: hybrid.candidate_depth (1000).")]
+NProbe = Annotated[int | None, Field(
+    ge=1, le=65536, description="FAISS IVF and Milvus IVF indexes: lists searched per query (more: slower, closer "
+    "to exact). Refused for other index types. Default: nprobe in parameter.yaml (FAISS: 1).")]
+EfSearch = Annotated[int | None, Field(
+    ge=1, le=32768, description="HNSW indexes (FAISS, Milvus): candidates kept while searching (more: slower, closer "
+    "to exact; at least top_k). Refused for other index types. Default: ef_search in parameter.yaml (FAISS: 16).")]
 Mode = Annotated[Literal["hybrid", "dense", "bm25"], Field(
     description="The search each query (or collection) runs: hybrid (dense + BM25 fused), dense or bm25. "
     "Default: hybrid.")]

@@ -27,6 +27,7 @@ from .fields import (
     DocFormat,
     DocPath,
     Documents,
+    EfSearch,
     EmbeddingPath,
     Filters,
     Fusion,
@@ -48,6 +49,7 @@ from .fields import (
     Metadata,
     Mode,
     ModelName,
+    NProbe,
     Offset,
     Overwrite,
     ParameterFile,
@@ -187,11 +189,23 @@ class BM25SearchRequest(_Scores, _Reply):
     llm_rerank: LLMRerankOption = None
 
 
-class SearchRequest(BM25SearchRequest):
+class _Ann(Request):
+    """Search-time effort of an approximate (ANN) dense index, for this call."""
+
+    nprobe: NProbe = None
+    ef_search: EfSearch = None
+
+    def ann(self) -> dict[str, int] | None:
+        """FAISS's names for the parameters set (None: the YAML's)."""
+        set_ = {k: v for k, v in (("nprobe", self.nprobe), ("efSearch", self.ef_search)) if v is not None}
+        return set_ or None
+
+
+class SearchRequest(BM25SearchRequest, _Ann):
     query_instruction: QueryInstruction = None
 
 
-class BatchSearchRequest(_Scores, _Reply):
+class BatchSearchRequest(_Scores, _Reply, _Ann):
     batch_query_list: BatchQueries
     top_k: TopK = None
     query_instruction: QueryInstruction = None

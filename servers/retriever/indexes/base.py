@@ -37,10 +37,11 @@ class VectorIndex(Protocol):
     def __len__(self) -> int: ...
 
     def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None,
-               f: Filter | None = None) -> tuple[Sequence[np.ndarray], Sequence[np.ndarray]]:
+               f: Filter | None = None, ann: dict[str, int] | None = None) -> tuple[Sequence[np.ndarray], Sequence[np.ndarray]]:
         """Per query, rows (int64) and scores best first, at most k. The candidates are limited
         exactly (not post-filtered) by `allowed`, a boolean mask over rows (the filter and the
-        live rows), or by the filter `f` where the backend evaluates filters itself."""
+        live rows), or by the filter `f` where the backend evaluates filters itself. `ann`:
+        nprobe / efSearch for this search (InvalidInputError from an index without them)."""
         ...
 
     def apply(self, change: Change) -> VectorIndex:
@@ -83,7 +84,7 @@ class IndexBackend(Protocol):
         ...
 
     def hits(self, view: View, index: VectorIndex | None, vectors: np.ndarray, k: int,
-             f: Filter | None) -> list[list[Hit]]:
+             f: Filter | None, ann: dict[str, int] | None = None) -> list[list[Hit]]:
         """Hits with the text the backend stored (holds_documents only)."""
         ...
 

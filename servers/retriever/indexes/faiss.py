@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..compute import on_compute_thread
-from ..errors import ConfigError, IndexMismatchError, MissingDependencyError
+from ..errors import ConfigError, IndexMismatchError, InvalidInputError, MissingDependencyError
 from ..filters import Filter
 from ..persist import publish, read_manifest
 from .base import Change
@@ -74,6 +74,18 @@ def tune(index: Any, tuning: dict[str, int]) -> dict[str, int]:
             raise ConfigError(f"index_backend_configs.faiss.{key}: the index ({type(index).__name__}) has no "
                               f"{name}; nprobe is for IVF indexes, ef_search for HNSW") from None
     return tuning
+
+
+def check_ann(index: Any, ann: dict[str, int]) -> dict[str, int]:
+    """A call's nprobe / efSearch, refused where the index has no such parameter."""
+    faiss = _faiss()
+    has = {"nprobe": faiss.try_extract_index_ivf(index) is not None, "efSearch": isinstance(index, faiss.IndexHNSW)}
+    for name in ann:
+        if not has[name]:
+            key = {"nprobe": "nprobe", "efSearch": "ef_search"}[name]
+            raise InvalidInputError(f"{key}: this collection's FAISS index ({type(index).__name__}) has no {name}; "
+                                    "nprobe is for IVF indexes, ef_search for HNSW (index_factory in parameter.yaml)")
+    return ann
 
 
 def search_parameters(index: Any, selector: Any, tuning: dict[str, int]) -> Any:
@@ -155,17 +167,22 @@ class FaissIndex:
         return self._n
 
     def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None,
-               f: Filter | None = None) -> tuple[Any, Any]:  # 2-D arrays: a row per query
-        """Exact top k; with `allowed` (a boolean mask over rows) only those rows are candidates,
-        scanned in full by FAISS (an ID selector), so a selective filter still fills k. The
-        filter `f` itself is already in `allowed`."""
+               f: Filter | None = None, ann: dict[str, int] | None = None) -> tuple[Any, Any]:  # 2-D arrays: a row per query
+        """Top k (exact for Flat); with `allowed` (a boolean mask over rows) only those rows are
+        candidates (an ID selector), so a selective filter still fills k. The filter `f` itself
+        is already in `allowed`. `ann` overrides the YAML's nprobe / efSearch for this search."""
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         faiss = _faiss()
+        tuning = {**self.tuning, **check_ann(self._cpu, ann)} if ann else self.tuning
         if allowed is None and self._n == self._cpu.ntotal:
-            scores, rows = on_compute_thread(self._index.search, queries, min(k, len(self)))
+            if ann:
+                params = search_parameters(self._cpu, None, tuning)
+                scores, rows = on_compute_thread(lambda: self._index.search(queries, min(k, len(self)), params=params))
+            else:
+                scores, rows = on_compute_thread(self._index.search, queries, min(k, len(self)))
             return rows, scores
         if allowed is None:  # an older snapshot: rows appended since are not its own
-            params = search_parameters(self._cpu, faiss.IDSelectorRange(0, self._n), self.tuning)
+            params = search_parameters(self._cpu, faiss.IDSelectorRange(0, self._n), tuning)
             scores, rows = on_compute_thread(lambda: self._index.search(queries, min(k, self._n), params=params))
             return rows, scores
         allowed = allowed[: len(self)]
@@ -173,7 +190,7 @@ class FaissIndex:
         if k == 0:
             return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0), np.float32)
         bitmap = np.packbits(allowed, bitorder="little")
-        params = search_parameters(self._cpu, faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap)), self.tuning)
+        params = search_parameters(self._cpu, faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap)), tuning)
         scores, rows = on_compute_thread(lambda: self._index.search(queries, k, params=params))
         return rows, scores
 

@@ -66,7 +66,7 @@ class FaissBackend:
         return None  # the collections are local folders (session.describe)
 
     def hits(self, view: View, index: VectorIndex | None, vectors: np.ndarray, k: int,
-             f: Filter | None) -> list[list[Hit]]:
+             f: Filter | None, ann: dict[str, int] | None = None) -> list[list[Hit]]:
         raise NotYetSupportedError("FAISS holds vectors only; hits are read from the corpus")
 
     def upsert(self, view: View, index: VectorIndex | None, docs: Sequence[Document],

@@ -96,10 +96,11 @@ class MilvusBackend:
 
     # ---- demo mode: the documents live in Milvus ---------------------------------------------------
 
-    def hits(self, view: View, index: Any, vectors: np.ndarray, k: int, f: Filter | None) -> list[list[Hit]]:
+    def hits(self, view: View, index: Any, vectors: np.ndarray, k: int, f: Filter | None,
+             ann: dict[str, int] | None = None) -> list[list[Hit]]:
         if not isinstance(index, MilvusIndex):
             raise IndexMissingError("the Milvus collection does not exist yet; call retriever_index or retriever_add")
-        return index.search_hits(vectors, k, f)
+        return index.search_hits(vectors, k, f, ann)
 
     def upsert(self, view: View, index: Any, docs: Sequence[Document], vectors: np.ndarray) -> tuple[MilvusIndex, int]:
         if not isinstance(index, MilvusIndex):

@@ -59,27 +59,29 @@ class MilvusIndex:
 
     # ---- reads ------------------------------------------------------------------------------
 
-    def _raw(self, queries: np.ndarray, k: int, f: Filter | None) -> list[list[tuple[str, float, str, dict]]]:
+    def _raw(self, queries: np.ndarray, k: int, f: Filter | None,
+             ann: dict[str, int] | None) -> list[list[tuple[str, float, str, dict]]]:
         fields = self.store.fields
         expr = to_milvus(f, fields.id, fields.metadata) if f is not None else None
-        return on_compute_thread(self.store.search, np.ascontiguousarray(queries, dtype=np.float32), k, expr)
+        return on_compute_thread(self.store.search, np.ascontiguousarray(queries, dtype=np.float32), k, expr, ann)
 
     def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None,
-               f: Filter | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+               f: Filter | None = None, ann: dict[str, int] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Rows and scores best first; `allowed` is not needed (deletes are real, the filter is
         an expression), `f` is applied by Milvus."""
         row_of = self._row_of or {}
         rows_out, scores_out = [], []
-        for hits in self._raw(queries, k, f):
+        for hits in self._raw(queries, k, f, ann):
             pairs = [(row_of[i], s) for i, s, _, _ in hits if i in row_of]
             rows_out.append(np.asarray([r for r, _ in pairs], dtype=np.int64))
             scores_out.append(np.asarray([s for _, s in pairs], dtype=np.float32))
         return rows_out, scores_out
 
-    def search_hits(self, queries: np.ndarray, k: int, f: Filter | None = None) -> list[list[Hit]]:
+    def search_hits(self, queries: np.ndarray, k: int, f: Filter | None = None,
+                    ann: dict[str, int] | None = None) -> list[list[Hit]]:
         """Hits with the text and metadata Milvus stored (demo mode: no local corpus)."""
         return [[Hit(row=-1, id=i, text=t, score=s, metadata=m) for i, s, t, m in hits]
-                for hits in self._raw(queries, k, f)]
+                for hits in self._raw(queries, k, f, ann)]
 
     # ---- writes -----------------------------------------------------------------------------
 

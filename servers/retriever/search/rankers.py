@@ -52,6 +52,7 @@ def _ranked(rows: Sequence[np.ndarray], scores: Sequence[np.ndarray]) -> list[Fu
 @dataclass(frozen=True)
 class Dense:
     query_instruction: str | None = None
+    ann: dict[str, int] | None = None  # nprobe / efSearch for this search (None: the YAML's)
     name: str = "dense"
 
     def rows(self, s: Session, queries: list[str], depth: int,
@@ -61,7 +62,7 @@ class Dense:
         if s.dense is None:
             raise IndexMissingError("no dense index is loaded; call retriever_embed then retriever_index")
         vectors = s.embedder.encode_queries(queries, pick(self.query_instruction, s.config.query_instruction))
-        return s.dense.search(vectors, depth, *allowed)
+        return s.dense.search(vectors, depth, *allowed, ann=self.ann)
 
     def rank(self, s: Session, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
         return _ranked(*self.rows(s, queries, depth, allowed))
@@ -102,6 +103,7 @@ class Hybrid:
 
     options: HybridConfig
     query_instruction: str | None = None
+    ann: dict[str, int] | None = None
     name: str = "hybrid"
 
     def rank(self, s: Session, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
@@ -112,7 +114,7 @@ class Hybrid:
             raise IndexMissingError("hybrid search needs both indexes: call retriever_embed + retriever_index "
                                     "and bm25_index")
         h = self.options
-        dense = compute.submit(Dense(self.query_instruction).rows, s, queries, h.candidate_depth, allowed)
+        dense = compute.submit(Dense(self.query_instruction, self.ann).rows, s, queries, h.candidate_depth, allowed)
         b_rows, b_scores = BM25().rows(s, queries, h.candidate_depth, allowed)
         d_rows, d_scores = dense.result()
         return [fused_rows(s.collection, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
