@@ -172,9 +172,31 @@ def test_killing_the_writer_mid_change_leaves_before_or_after(tmp_path: Path, bu
             assert e.bm25_search(text, top_k=1)[0][0].id == doc_id
 
 
-def test_a_crash_between_the_log_and_the_bm25_write_rebuilds_bm25(live, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The log is the commit point: a BM25 index older than it is rebuilt at the next start."""
+def test_adds_write_no_bm25_file_and_a_restart_rebuilds_the_delta_from_the_log(live) -> None:
+    """Below rebuild_fraction an add keeps the saved BM25 index as it is (the log holds the added
+    texts); a new process searches the same delta."""
+    folder = live.session.config.paths().bm25
+    before = (folder / "manifest.json").read_bytes()
+    live.add(NEW[:1])
+    live.delete(ids=["doc11"])
+    assert (folder / "manifest.json").read_bytes() == before
+    hits = [(h.id, h.score) for h in live.bm25_search(QUOKKA + " earthquakes", top_k=5)[0]]
+    e = engine_for(live.base_dir / "parameter.yaml")
+    status = e.init()
+    assert status["bm25_index"] == 30 and status.get("warnings") is None
+    assert [(h.id, h.score) for h in e.bm25_search(QUOKKA + " earthquakes", top_k=5)[0]] == hits
+    assert hits[0][0] == "n1" and "doc11" not in [i for i, _ in hits]
+
+
+def test_a_crash_between_the_log_and_a_bm25_rebuild_rebuilds_at_start(tmp_path: Path, built_project: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """rebuild_fraction 0 rebuilds on every change; the log is the commit point, so a rebuild
+    that never reached the disk is made at the next start."""
     from retriever.sparse import BM25Index
+
+    path = copy_built(built_project, tmp_path / "p")
+    live = engine_for(path, {"backend_configs": {"bm25": {"rebuild_fraction": 0}}})
+    live.init()
 
     def crash(self, folder: Path, manifest: dict) -> None:
         raise OSError("killed before the BM25 index was written")
@@ -183,8 +205,25 @@ def test_a_crash_between_the_log_and_the_bm25_write_rebuilds_bm25(live, monkeypa
     with pytest.raises(OSError):
         live.add(NEW)
     monkeypatch.undo()
-    e = engine_for(live.base_dir / "parameter.yaml")
+    e = engine_for(path, {"backend_configs": {"bm25": {"rebuild_fraction": 0}}})
     status = e.init()
-    assert any("predates the last add or delete" in w for w in status["warnings"])
-    assert status["bm25_index"] == 32
+    assert status["bm25_index"] == 32 and e.session.bm25.delta is None
     assert e.bm25_search(QUOKKA, top_k=1)[0][0].id == "n1"
+
+
+def test_past_rebuild_fraction_a_change_rebuilds_and_saves_bm25(live) -> None:
+    """30 documents, rebuild_fraction 0.1: 3 changes stay a delta, the 4th rebuilds over the live
+    documents; the rebuilt index scores as a clean build does."""
+    folder = live.session.config.paths().bm25
+    generation = lambda: json.loads((folder / "manifest.json").read_text())["log_generation"]  # noqa: E731
+    live.add(NEW)
+    live.delete(ids=["doc11"])
+    assert live.session.bm25.delta is not None and generation() == 0
+    live.add([{"id": "n3", "contents": "Wombats dig burrows and leave cube-shaped droppings."}])
+    assert live.session.bm25.delta is None and generation() == 3
+    fresh = engine_for(live.base_dir / "parameter.yaml")
+    fresh.init()
+    fresh.bm25_index(overwrite=True, progress=False)
+    query = "wombat burrows quokka island earthquakes"
+    assert [(h.id, h.score) for h in live.bm25_search(query, top_k=8)[0]] == \
+        [(h.id, h.score) for h in fresh.bm25_search(query, top_k=8)[0]]

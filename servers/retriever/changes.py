@@ -20,7 +20,7 @@ from .errors import NotYetSupportedError
 from .filters import Filter
 from .indexes import Change, View
 from .manifests import corpus_manifest
-from .session import Session, bm25_manifest, build_bm25
+from .session import Session, bm25_after
 from .types import Document
 
 Report = dict[str, Any]
@@ -56,8 +56,8 @@ def delete(s: Session, ids: Sequence[str], f: Filter | None, progress: bool) -> 
 
 def commit(s: Session, changes: ChangeLog, progress: bool) -> Session:
     """Publish the new change log (the commit point), then bring the indexes up to it: FAISS
-    appends the new vectors, Milvus upserts and deletes, BM25 is rebuilt over the live
-    documents and saved."""
+    appends the new vectors, Milvus upserts and deletes, BM25 takes the added documents as its
+    delta (or is rebuilt and saved past rebuild_fraction: session.bm25_after)."""
     paths = s.config.paths()
     remember_corpus(s.config)
     changes.save(paths.docs, corpus_manifest(s.docs))
@@ -70,8 +70,5 @@ def commit(s: Session, changes: ChangeLog, progress: bool) -> Session:
     gone = {s.collection.ids[r] for r in newly} - {d.id for d in added}
     change = Change(added, vectors, sorted(gone), collection.row_of, changes.generation)
     dense = s.dense.apply(change) if s.dense is not None else None
-    bm25 = None
-    if s.bm25 is not None and len(collection):
-        bm25 = build_bm25(nxt, progress)
-        bm25.save(paths.bm25, bm25_manifest(nxt))
+    bm25 = bm25_after(nxt, s.bm25, progress) if s.bm25 is not None and len(collection) else None
     return replace(nxt, dense=dense, bm25=bm25)

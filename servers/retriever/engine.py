@@ -102,7 +102,7 @@ class Retriever:
             out["runtime"] = s.embedder.runtime
             out["runtime_reason"] = s.embedder.runtime_reason
         out["dense_index"] = len(s.dense) if s.dense is not None else None
-        out["bm25_index"] = len(s.bm25) if s.bm25 is not None else None
+        out["bm25_index"] = s.bm25.live_documents(s.collection.live) if s.bm25 is not None else None
         if s.warnings:
             out["warnings"] = list(s.warnings)
         return out

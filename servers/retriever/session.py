@@ -89,12 +89,31 @@ def load_dense(s: Session, warnings: list[str]) -> VectorIndex | None:
 
 
 def bm25_manifest(s: Session) -> dict[str, Any]:
-    return {**corpus_manifest(s.docs), "log_generation": s.collection.changes.generation}
+    return {**corpus_manifest(s.docs), "log_generation": s.collection.changes.generation,
+            "collection_rows": s.collection.rows}
+
+
+def bm25_after(s: Session, index: BM25Index, progress: bool) -> BM25Index:
+    """`index` brought up to the session's collection: the documents added since, as a delta
+    (sparse_delta.py), or, past `rebuild_fraction` of changes, BM25 rebuilt over the live
+    documents and saved."""
+    c = s.collection
+    built = index.manifest.get("collection_rows")
+    if built is not None and index.avgdl is not None:
+        start = int(index.delta.rows[-1]) + 1 if index.delta is not None and len(index.delta) else int(built)
+        new = np.flatnonzero(c.live[start:]) + start
+        changed = len(new) + (len(index.delta) if index.delta is not None else 0)
+        changed += int(np.count_nonzero(~c.live[index.base_rows()]))
+        if changed <= s.config.backend_configs.bm25.rebuild_fraction * index.documents:
+            return index.with_added(released(s, c.texts(new.tolist())), new) if len(new) else index
+    rebuilt = build_bm25(s, progress)
+    rebuilt.save(s.config.paths().bm25, bm25_manifest(s))
+    return rebuilt
 
 
 def load_bm25(s: Session, warnings: list[str]) -> BM25Index | None:
-    """The saved BM25 index; one built before the last add or delete (a crash between the two
-    writes) is rebuilt over the live documents, with a warning."""
+    """The saved BM25 index, with the documents added since it was built as its delta (or
+    rebuilt over the live documents when the changes since pass rebuild_fraction)."""
     if s.backend.holds_documents:
         return None
     bcfg = s.config.backend_configs.bm25
@@ -106,10 +125,7 @@ def load_bm25(s: Session, warnings: list[str]) -> BM25Index | None:
     if not len(s.collection):
         return None
     if index.manifest.get("log_generation", 0) != s.collection.changes.generation:
-        warnings.append(f"{folder} predates the last add or delete; rebuilt over the live documents")
-        log.warning(warnings[-1])
-        index = build_bm25(s, progress=False)
-        index.save(folder, bm25_manifest(s))
+        index = bm25_after(s, index, progress=False)
     return index
 
 

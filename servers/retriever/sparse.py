@@ -2,10 +2,25 @@
 
 The index and its tokenizer vocabulary are saved together, so a query is tokenized with the
 vocabulary the corpus was indexed with, in the process that built it and after a reload.
+
+Adds and deletes without a rebuild: the saved index (the base) stays as bm25_index built it, and
+the documents added since are a delta (`Delta`) scored at query time.
+
+Statistics follow Lucene's choice: base documents keep the N, document frequencies and average
+length of their build, and a deleted document stays in those statistics (masked out of results)
+until the next full build; added documents are scored with the statistics of base and delta
+together, with bm25s's own term-frequency and idf formulas of the configured method. Nothing of
+the delta is saved: the change log holds the added texts, and the delta is tokenized again at
+start. When the documents added or deleted since the build pass `rebuild_fraction` of the base,
+the next change (or start) rebuilds the base over the live documents and saves it.
+
+Adding 1,000 documents to a 1M-document base tokenizes those 1,000 (and any added before them
+since the build), not the million (bench/RESULTS.md "Scale").
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -110,11 +125,13 @@ class Tokens:
 class BM25Index:
     kind = "bm25"
 
-    def __init__(self, model: Any, tokenizer: Any, manifest: dict[str, Any], rows: np.ndarray | None = None) -> None:
+    def __init__(self, model: Any, tokenizer: Any, manifest: dict[str, Any], rows: np.ndarray | None = None,
+                 delta: Delta | None = None) -> None:
         self._model = model
         self._rows = rows  # index position -> collection row; None: the same number
         self._tokenizer = tokenizer
         self.manifest = manifest
+        self.delta = delta  # documents added since the build (sparse_delta.py)
         # Tokenizer id -> column of the model's score matrix (-1: not in the index), built once,
         # so a query is tokenized to ids and looked up without a per-query reverse vocabulary.
         vocab = tokenizer.get_vocab_dict()
@@ -133,8 +150,36 @@ class BM25Index:
         model = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b)
         # the model keeps the tokenizer's vocabulary
         model.index(Tokens(ids, tokenizer.get_vocab_dict()), show_progress=show_progress)
-        params = {"lang": cfg.lang, "tokenizer": tokenizer_name(cfg), "method": cfg.method, "k1": cfg.k1, "b": cfg.b}
+        params = {"lang": cfg.lang, "tokenizer": tokenizer_name(cfg), "method": cfg.method, "k1": cfg.k1, "b": cfg.b,
+                  "avgdl": float(ids.offsets[-1]) / max(len(ids), 1)}
         return cls(model, tokenizer, params, rows)
+
+    # -- what a delta (sparse_delta.py) reads of its base --------------------------------------
+
+    model = property(lambda self: self._model)
+    tokenizer = property(lambda self: self._tokenizer)
+    documents = property(lambda self: int(self._model.scores["num_docs"]))  # the base's, deleted or not
+    avgdl = property(lambda self: self.manifest.get("avgdl"))  # None: built before it was recorded
+
+    def df(self, token_id: int) -> int:
+        """Base documents holding the token (the tokenizer's id; 0 for one the base never saw)."""
+        column = int(self._column[token_id]) if token_id < len(self._column) else -1
+        indptr = self._model.scores["indptr"]
+        return 0 if column < 0 else int(indptr[column + 1] - indptr[column])
+
+    def with_added(self, texts: Iterable[str], rows: np.ndarray) -> BM25Index:
+        """This index with documents `texts` (at collection `rows`) in its delta; no copy of the base."""
+        return BM25Index(self._model, self._tokenizer, self.manifest, self._rows,
+                         Delta.grown(self, self.delta, texts, rows))
+
+    def base_rows(self) -> np.ndarray:
+        """The collection rows the base covers, by position."""
+        return self._rows if self._rows is not None else np.arange(self.documents, dtype=np.int64)
+
+    def live_documents(self, live: np.ndarray) -> int:
+        """Documents of this index still live (`live`: the collection's mask over rows)."""
+        rows = self.base_rows() if self.delta is None else np.concatenate([self.base_rows(), self.delta.rows])
+        return int(np.count_nonzero(live[rows]))
 
     @classmethod
     def load(cls, folder: Path, cfg: BM25Config) -> BM25Index | None:
@@ -159,9 +204,13 @@ class BM25Index:
         return cls(model, tokenizer, manifest, rows)
 
     def __len__(self) -> int:
-        return int(self._model.scores["num_docs"])
+        """Documents indexed: the base's and the delta's (deleted ones are masked at search)."""
+        return self.documents + (len(self.delta) if self.delta is not None else 0)
 
     def save(self, folder: Path, manifest: dict[str, Any]) -> None:
+        if self.delta is not None:
+            raise ValueError("a BM25 index with a delta is not saved: the change log holds the added documents")
+
         def write(path: Path) -> None:
             self._model.save(str(path), show_progress=False)
             self._tokenizer.save_vocab(str(path))
@@ -184,21 +233,113 @@ class BM25Index:
         """Per query: rows best first and their scores, at most k; documents that share no
         term with the query are not results, so a query of unknown words finds none.
         `allowed` (a boolean mask over rows) zeroes every other row before the top k is taken."""
-        tokens = self._tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
-        if allowed is not None and self._rows is not None:
-            allowed = allowed[self._rows]
+        delta = self.delta
+        tokenizer = delta.tokenizer if delta is not None else self._tokenizer
+        tokens = tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
+        mask = allowed if allowed is None or self._rows is None else allowed[self._rows]
+        delta_mask = None if allowed is None or delta is None else allowed[delta.rows]
         rows_out, scores_out = [], []
         for token_ids in tokens:
-            columns = self._column[np.asarray(token_ids, dtype=np.int64)] if token_ids else np.empty(0, np.int64)
+            ids = np.asarray(token_ids, dtype=np.int64)
+            columns = self._column[ids[ids < len(self._column)]] if token_ids else np.empty(0, np.int64)
             columns = columns[columns >= 0].tolist()
-            scores = self._model.get_scores_from_ids(columns) if columns else np.zeros(len(self), np.float32)
+            scores = self._model.get_scores_from_ids(columns) if columns else np.zeros(self.documents, np.float32)
             # A result shares a term with the query. Not `score > 0`: bm25l and bm25+ give every
             # document a positive score, matching or not.
-            keep = self._matching(columns, len(scores))
-            if allowed is not None:
-                keep &= allowed[: len(scores)]
-            rows = top_k(np.where(keep, scores, -np.inf), k)
-            rows = rows[keep[rows]]
-            rows_out.append(rows if self._rows is None else self._rows[rows])
-            scores_out.append(scores[rows])
+            rows, found = _best(scores, self._matching(columns, len(scores)), mask, k)
+            rows = rows if self._rows is None else self._rows[rows]
+            if delta is not None:  # its own top k, merged: ties in row order, as one index would give
+                more, more_found = _best(*delta.scores(token_ids), delta_mask, k)
+                rows, found = np.concatenate([rows, delta.rows[more]]), np.concatenate([found, more_found])
+                order = np.lexsort((rows, -found))[:k]
+                rows, found = rows[order], found[order]
+            rows_out.append(rows)
+            scores_out.append(found)
         return rows_out, scores_out
+
+
+def _best(scores: np.ndarray, keep: np.ndarray, allowed: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the top `k` scores among those kept (and allowed), and their scores."""
+    if allowed is not None:
+        keep &= allowed[: len(scores)]
+    rows = top_k(np.where(keep, scores, -np.inf), k)
+    rows = rows[keep[rows]]
+    return rows, scores[rows]
+
+
+def _extended(tokenizer: Any) -> Any:
+    """A copy whose vocabulary can grow without touching the original (searches of the older
+    snapshot keep tokenizing with it)."""
+    out = copy.copy(tokenizer)
+    out.word_to_stem, out.stem_to_sid, out.word_to_id = (
+        dict(tokenizer.word_to_stem), dict(tokenizer.stem_to_sid), dict(tokenizer.word_to_id))
+    return out
+
+
+def _joined(a: CompactIds, b: CompactIds) -> CompactIds:
+    return CompactIds(np.concatenate([a.flat, b.flat]), np.concatenate([a.offsets, b.offsets[1:] + a.offsets[-1]]))
+
+
+class Delta:
+    """The documents added since the base was built: their token ids (in `tokenizer`'s space, a
+    superset of the base's), their collection rows, and a term-major matrix of term frequencies."""
+
+    def __init__(self, tokenizer: Any, ids: CompactIds, rows: np.ndarray, base: Any) -> None:
+        import scipy.sparse as sp
+
+        self.tokenizer, self.ids, self.rows = tokenizer, ids, rows
+        n = len(ids)
+        lengths = np.diff(ids.offsets)
+        vocab = max(tokenizer.get_vocab_dict().values(), default=-1) + 1
+        docs = np.repeat(np.arange(n, dtype=np.int32), lengths)
+        tf = sp.csr_matrix((np.ones(len(ids.flat), np.float32), (ids.flat, docs)), shape=(vocab, n))
+        tf.sum_duplicates()
+        self.tf = tf
+        self.dl = lengths.astype(np.float32)
+        model = base.model
+        self.n_all = int(base.documents) + n
+        self.avgdl = (float(base.avgdl) * int(base.documents) + float(lengths.sum())) / max(self.n_all, 1)
+        self._base = base
+        from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+
+        self._idf, self._tfc = _select_idf_scorer(model.idf_method), _select_tfc_scorer(model.method)
+        self._k1, self._b, self._delta = model.k1, model.b, model.delta
+        self._nonoccurrence = model.method in ("bm25l", "bm25+")
+
+    @classmethod
+    def grown(cls, base: Any, before: Delta | None, texts: Iterable[str], rows: np.ndarray) -> Delta:
+        """`before` (None: an empty delta over `base`) with the documents `texts` at `rows` added."""
+        tokenizer = _extended(before.tokenizer if before is not None else base.tokenizer)
+        new = CompactIds.tokenize(tokenizer, texts)
+        if before is None:
+            return cls(tokenizer, new, np.asarray(rows, np.int64), base)
+        return cls(tokenizer, _joined(before.ids, new), np.concatenate([before.rows, np.asarray(rows, np.int64)]), base)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def scores(self, token_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Per delta document: its BM25 score for the query's token ids, and whether it shares a
+        term with the query (bm25s's sums: a repeated query term counts each time)."""
+        n = len(self)
+        scores, keep = np.zeros(n, np.float32), np.zeros(n, bool)
+        indptr, indices, data = self.tf.indptr, self.tf.indices, self.tf.data
+        for t in token_ids:
+            if t >= self.tf.shape[0]:
+                continue
+            lo, hi = indptr[t], indptr[t + 1]
+            df = self._base.df(t) + (hi - lo)
+            if df == 0:
+                continue
+            idf = self._idf(df, N=self.n_all)
+            docs = indices[lo:hi]
+            s = idf * self._tfc(tf_array=data[lo:hi], l_d=self.dl[docs], l_avg=self.avgdl, k1=self._k1, b=self._b,
+                                delta=self._delta)
+            if self._nonoccurrence:  # every document gets the term's score at tf 0; those with it, the rest
+                absent = idf * self._tfc(tf_array=0, l_d=self.avgdl, l_avg=self.avgdl, k1=self._k1, b=self._b,
+                                         delta=self._delta)
+                scores += np.float32(absent)
+                s = s - absent
+            scores[docs] += s.astype(np.float32)
+            keep[docs] = True
+        return scores, keep
