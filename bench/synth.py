@@ -43,11 +43,15 @@ def zipf_sampler(rng: np.random.Generator, n: int, s: float = 1.07) -> tuple[np.
     return np.cumsum(weights / weights.sum()), rng
 
 
-def documents(n: int, seed: int = 0):  # noqa: ANN201 - a generator of dicts
+def documents(n: int, seed: int = 0, more: int | None = None):  # noqa: ANN201 - a generator of dicts
+    """`n` documents; `more`: documents of the same vocabulary and laws, drawn with that seed
+    instead (new documents for a corpus of `seed`)."""
     rng = np.random.default_rng(seed)
     words = np.array(vocabulary(rng))
     cdf, _ = zipf_sampler(rng, VOCAB)
     cat_cdf, _ = zipf_sampler(rng, CATEGORIES, 1.2)
+    if more is not None:
+        rng = np.random.default_rng([seed, more])
     for i in range(n):
         length = int(np.clip(rng.lognormal(np.log(80), 0.7), 5, 2000))
         ids = np.searchsorted(cdf, rng.random(length))
