@@ -7,7 +7,7 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from retriever.fusion import SCALERS, convex, fuse, minmax, rrf
+from retriever.fusion import SCALERS, adaptive, adaptive_weights, convex, fuse, minmax, rrf
 
 
 def test_rrf_formula_with_weights() -> None:
@@ -20,6 +20,34 @@ def test_rrf_formula_with_weights() -> None:
 def test_convex_formula_min_max_per_list() -> None:
     fused = dict(convex([[("a", 3.0), ("b", 2.0), ("c", 1.0)], [("c", 10.0), ("a", 0.0)]], weights=[0.6, 0.4]))
     assert fused == pytest.approx({"a": 0.6, "b": 0.3, "c": 0.4})
+
+
+def test_adaptive_weights_follow_each_lists_peak_clipped() -> None:
+    steep = [(f"a{i}", 1.0 - 0.05 * i) for i in range(25)]  # best minus 20th: 0.95
+    flat = [(f"b{i}", 0.50 - 0.001 * i) for i in range(25)]  # 0.019
+    assert adaptive_weights([steep, flat]) == pytest.approx([0.8, 0.2])  # 0.98 / 0.02, clipped
+    close = [(f"c{i}", 0.9 - 0.04 * i) for i in range(25)]  # 0.76
+    assert adaptive_weights([steep, close]) == pytest.approx([0.95 / 1.71, 0.76 / 1.71])
+    assert adaptive_weights([steep, close], [1.0, 0.0]) == [1.0, 0.0]  # a zero prior stays zero
+    assert adaptive_weights([[("x", 1.0)], [("y", 2.0)]], [0.3, 0.7]) == pytest.approx([0.3, 0.7])  # no peaks: priors
+
+
+def test_adaptive_formula_and_the_floor_of_a_missing_key() -> None:
+    a = [("x", 0.9), ("y", 0.5), ("z", 0.1)]  # peak 0.8
+    b = [("y", 0.6), ("w", 0.2)]  # peak 0.4
+    w = [0.8 / 1.2, 0.4 / 1.2]
+    fused = dict(adaptive([a, b]))
+    assert fused == pytest.approx({"x": w[0] * 0.9 + w[1] * 0.2, "y": w[0] * 0.5 + w[1] * 0.6,
+                                   "z": w[0] * 0.1 + w[1] * 0.2, "w": w[0] * 0.1 + w[1] * 0.2})
+
+
+def test_a_flat_list_cannot_reorder_an_informative_one() -> None:
+    """What min-max fusion gets wrong: noise with a tiny spread stretched to 0..1 outvotes the
+    list that knows. Adaptive leaves it at its real size."""
+    informative = [(f"d{i}", 0.9 - 0.02 * i) for i in range(30)]
+    noise = [(f"d{(7 * i) % 30}", 0.300 - 0.0005 * i) for i in range(30)]  # the same documents, shuffled
+    assert [k for k, _ in adaptive([informative, noise])[:10]] == [k for k, _ in informative[:10]]
+    assert [k for k, _ in convex([informative, noise])[:10]] != [k for k, _ in informative[:10]]
 
 
 def test_equal_scores_break_ties_by_id() -> None:
@@ -57,13 +85,13 @@ def rankings_strategy(max_lists: int = 4) -> st.SearchStrategy:
     return st.lists(one, min_size=1, max_size=max_lists)
 
 
-@pytest.mark.parametrize("method", ["rrf", "convex"])
+@pytest.mark.parametrize("method", ["rrf", "convex", "adaptive"])
 @given(ranking=rankings_strategy(1).map(lambda r: r[0]))
 def test_fusing_one_list_keeps_its_order(method: str, ranking: list) -> None:
     assert [d for d, _ in fuse(method, [ranking])] == [d for d, _ in ranking]
 
 
-@pytest.mark.parametrize("method", ["rrf", "convex"])
+@pytest.mark.parametrize("method", ["rrf", "convex", "adaptive"])
 @given(rankings=rankings_strategy(), data=st.data())
 def test_order_of_input_lists_does_not_matter_with_equal_weights(method: str, rankings: list, data) -> None:
     shuffled = data.draw(st.permutations(rankings))
@@ -72,7 +100,7 @@ def test_order_of_input_lists_does_not_matter_with_equal_weights(method: str, ra
     assert [s for _, s in a] == pytest.approx([s for _, s in b])
 
 
-@pytest.mark.parametrize("method", ["rrf", "convex"])
+@pytest.mark.parametrize("method", ["rrf", "convex", "adaptive"])
 @given(rankings=rankings_strategy())
 def test_output_ids_come_from_inputs_once_each(method: str, rankings: list) -> None:
     out = [d for d, _ in fuse(method, rankings)]
@@ -82,7 +110,7 @@ def test_output_ids_come_from_inputs_once_each(method: str, rankings: list) -> N
     assert scores == sorted(scores, reverse=True)
 
 
-@pytest.mark.parametrize("method", ["rrf", "convex"])
+@pytest.mark.parametrize("method", ["rrf", "convex", "adaptive"])
 @given(rankings=rankings_strategy(), limit=st.integers(min_value=0, max_value=40))
 def test_limit_is_the_head_of_the_full_fusion(method: str, rankings: list, limit: int) -> None:
     assert fuse(method, rankings, limit=limit) == fuse(method, rankings)[:limit]

@@ -9,11 +9,34 @@ from retriever.fusion import rrf
 Q = "How do plants turn sunlight into sugar?"
 
 
-def test_hybrid_is_the_rrf_of_dense_and_bm25(mcp_built: MCP) -> None:
+def test_hybrid_adaptive_is_cosine_plus_bounded_bm25_with_peak_weights(mcp_built: MCP, built) -> None:
+    """The default fusion, recomputed from the single retrievers: weights from each list's best
+    minus its 20th score (BM25 over the query's bound), clipped to 0.2..0.8; a hit missing from
+    a list takes that list's lowest score."""
+    queries = [Q, "what causes earthquakes", "quasar"]
+    depth = {"query_list": queries, "top_k": 500}
+    dense = mcp_built.ok("retriever_search", depth)
+    sparse = mcp_built.ok("bm25_search", depth)
+    hybrid = mcp_built.ok("retriever_hybrid_search", {"query_list": queries, "top_k": 10, "return_metadata": True})
+    for i, bound in enumerate(built.session.bm25.bounds(queries)):
+        d = dict(zip(dense["ret_ids"][i], dense["ret_scores"][i]))
+        b = {k: s / bound for k, s in zip(sparse["ret_ids"][i], sparse["ret_scores"][i])}
+        peaks = [scores[0] - scores[min(20, len(scores)) - 1] if len(scores) > 1 else 0.0
+                 for scores in (list(d.values()), list(b.values()))]
+        w = min(0.8, max(0.2, peaks[0] / sum(peaks))) if sum(peaks) > 0 else 0.5
+        floors = [min(d.values()), min(b.values(), default=0.0)]
+        expected = sorted(((w * d.get(k, floors[0]) + (1 - w) * b.get(k, floors[1]), k) for k in set(d) | set(b)),
+                          key=lambda x: (-x[0], x[1]))[:10]
+        assert hybrid["ret_ids"][i] == [k for _, k in expected]
+        assert hybrid["ret_scores"][i] == pytest.approx([s for s, _ in expected], abs=2e-6)
+    assert hybrid["ret_ids"][0][0] == "doc00"
+
+
+def test_hybrid_rrf_is_the_rrf_of_dense_and_bm25(mcp_built: MCP) -> None:
     args = {"query_list": [Q, "what causes earthquakes"], "top_k": 30}
     dense = mcp_built.ok("retriever_search", args)
     sparse = mcp_built.ok("bm25_search", args)
-    hybrid = mcp_built.ok("retriever_hybrid_search", args)
+    hybrid = mcp_built.ok("retriever_hybrid_search", {**args, "fusion": "rrf", "candidate_depth": 30})
     for i in range(2):
         expected = rrf([list(zip(dense["ret_ids"][i], dense["ret_scores"][i])),
                         list(zip(sparse["ret_ids"][i], sparse["ret_scores"][i]))], k=60)
@@ -41,7 +64,7 @@ def test_every_hybrid_hit_says_its_rank_and_score_in_each_retriever(mcp_built: M
 
 def test_vector_weight_one_is_the_dense_ranking(mcp_built: MCP) -> None:
     dense = mcp_built.ok("retriever_search", {"query_list": Q, "top_k": 10})
-    for fusion in ("rrf", "convex"):
+    for fusion in ("rrf", "convex", "adaptive"):
         only = mcp_built.ok("retriever_hybrid_search", {"query_list": Q, "top_k": 10, "vector_weight": 1.0,
                                                         "fusion": fusion})
         assert only["ret_ids"] == dense["ret_ids"]
@@ -118,6 +141,6 @@ def test_hybrid_needs_both_indexes(mcp: MCP) -> None:
 
 def test_hybrid_batch_with_a_group_left_empty_by_the_threshold(mcp_built: MCP) -> None:
     out = mcp_built.ok("retriever_hybrid_batch_search", {
-        "batch_query_list": [["black holes"], ["zzzz qqqq"]], "top_k": 3, "score_threshold": 0.01})
+        "batch_query_list": [["black holes"], ["zzzz qqqq"]], "top_k": 3, "score_threshold": 0.01, "fusion": "rrf"})
     assert out["ret_ids_ls"][0][0][0] == "doc07" and out["ret_ids_ls"][1] == [[]]
     assert set(out["ret_sources_ls"][0]) == {"dense", "bm25"} and out["ret_sources_ls"][1] == {}

@@ -1,7 +1,7 @@
 """Quality on BEIR SciFact (test split, 300 queries) with the default parameter.yaml, via `retriever eval`.
 
 Published references: Lucene BM25 (flat) nDCG@10 0.6789; all-MiniLM-L6-v2 0.6451; issue 4 asks hybrid
->= 0.71 / Recall@100 >= 0.95 (RRF k=60, equal weights).
+>= 0.71 / Recall@100 >= 0.95; issue 17 hybrid >= 0.73 with the default (adaptive) fusion.
 Building the dense index embeds 5,183 passages: a few minutes on 2 cores.
 """
 
@@ -30,7 +30,7 @@ def scifact_args(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return args
 
 
-@pytest.mark.parametrize("mode, ndcg, recall", [("bm25", 0.675, 0.90), ("dense", 0.640, 0.92), ("hybrid", 0.71, 0.95)])
+@pytest.mark.parametrize("mode, ndcg, recall", [("bm25", 0.675, 0.90), ("dense", 0.640, 0.92), ("hybrid", 0.73, 0.95)])
 def test_scifact_quality(scifact_args: list[str], mode: str, ndcg: float, recall: float, tmp_path: Path) -> None:
     metrics = cli_json(
         "eval", *scifact_args, "--mode", mode, "--json", "--run-file", str(tmp_path / "run.trec"),

@@ -141,10 +141,11 @@ class IndexBackendConfigs(Section):
 class HybridConfig(Section):
     """Dense + BM25 fusion (an extension of the UltraRAG keys)."""
 
-    fusion: Literal["rrf", "convex"] = "rrf"
+    # adaptive: cosine + BM25 over its query's bound, weighted per query (fusion.py; bench/QUALITY.md)
+    fusion: Literal["adaptive", "rrf", "convex"] = "adaptive"
     rrf_k: float = Field(60, ge=0, le=1e6)
-    vector_weight: float = Field(0.5, ge=0, le=1)  # the dense share; BM25 gets the rest
-    candidate_depth: int = Field(1000, ge=1)  # how deep each retriever searches before fusing (bench/HYBRID_TUNING.md)
+    vector_weight: float = Field(0.5, ge=0, le=1)  # the dense share (adaptive: the prior); BM25 gets the rest
+    candidate_depth: int = Field(500, ge=1)  # how deep each retriever searches before fusing (bench/QUALITY.md)
 
 
 COLLECTION_NAME = re.compile(r"[A-Za-z0-9_]{1,255}")  # used with fullmatch: "abc\n" is refused

@@ -71,7 +71,47 @@ def convex(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, 
     return _sorted(_sums(parts), limit)
 
 
-FUSIONS: dict[str, Callable[..., list]] = {"rrf": rrf, "convex": convex}
+PEAK_RANK = 20  # adaptive: a list's peak is its best score minus its 20th
+
+
+def peak(ranking: Ranking) -> float:
+    """How far a list's best score stands above its PEAK_RANK-th (0 for a list of one or none)."""
+    if len(ranking) < 2:
+        return 0.0
+    return max(0.0, ranking[0][1] - ranking[min(PEAK_RANK, len(ranking)) - 1][1])
+
+
+def adaptive_weights(rankings: Sequence[Ranking], weights: Sequence[float] | None = None) -> list[float]:
+    """Per query: each list's prior weight times its peak, as shares clipped to 0.4/m .. 1.6/m
+    (m lists with a prior above 0; two lists: 0.2 .. 0.8) and summing to 1. A list that singles
+    out its top documents counts more than a flat one; a zero prior stays zero."""
+    prior = _weights(len(rankings), weights)
+    live = [i for i, w in enumerate(prior) if w > 0]
+    raw = {i: prior[i] * peak(rankings[i]) for i in live}
+    total = math.fsum(raw.values())
+    share = {i: raw[i] / total if total > 0 else prior[i] / math.fsum(prior[j] for j in live) for i in live}
+    lo, hi = 0.4 / len(live), 1.6 / len(live)
+    clipped = {i: min(hi, max(lo, s)) for i, s in share.items()}
+    norm = math.fsum(clipped.values())
+    return [clipped[i] / norm if i in clipped else 0.0 for i in range(len(rankings))]
+
+
+def adaptive(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 0,
+             limit: int | None = None) -> list[tuple[K, float]]:
+    """Scores as they come, on absolute scales (the caller's: cosine, BM25 over the query's
+    highest possible score), summed with per-query weights (adaptive_weights); a key missing from
+    a list gets that list's lowest score. It never stretches a flat list as min-max does, so a
+    retriever that knows nothing of a query cannot drown the other (bench/QUALITY.md)."""
+    lists = [list(r) for r in rankings]
+    shares = adaptive_weights(lists, weights)
+    scores: list[dict[K, float]] = [dict(r) for r in lists]
+    floors = [min(d.values()) if d else 0.0 for d in scores]
+    keys: set[K] = set().union(*scores)
+    return _sorted({key: math.fsum(w * d.get(key, f) for w, d, f in zip(shares, scores, floors) if w > 0)
+                    for key in keys}, limit)
+
+
+FUSIONS: dict[str, Callable[..., list]] = {"rrf": rrf, "convex": convex, "adaptive": adaptive}
 
 
 def fuse(method: str, rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 60,

@@ -20,15 +20,18 @@ Fused = tuple[np.ndarray, np.ndarray, Sources]
 
 def fused_rows(
     docs: Collection, rankings: Mapping[str, RowRanking], method: str, weights: Sequence[float] | None,
-    k: float, top_k: int,
+    k: float, top_k: int, scales: Mapping[str, float] | None = None,
 ) -> Fused:
-    """Rows and fused scores (best first, ties by id) and, per row, its rank and score in each input."""
+    """Rows and fused scores (best first, ties by id) and, per row, its rank and score in each
+    input. `scales`: what a ranking's scores are divided by before fusing (its sources keep them
+    as they were)."""
     named = {
         name: [(docs.ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist()) if r >= 0]
         for name, (rows, scores) in rankings.items()
     }
     row_of = {docs.ids[r]: r for rows, _ in rankings.values() for r in rows.tolist() if r >= 0}
-    fused = fuse(method, list(named.values()), weights, k, limit=top_k)
+    scaled = [[(key, s / (scales or {}).get(name, 1.0)) for key, s in ranking] for name, ranking in named.items()]
+    fused = fuse(method, scaled, weights, k, limit=top_k)
     rank_of = {name: {doc_id: rank for rank, (doc_id, _) in enumerate(ranking)} for name, ranking in named.items()}
     sources = [{name: source_of(named[name], rank_of[name].get(doc_id)) for name in named} for doc_id, _ in fused]
     rows = np.asarray([row_of[doc_id] for doc_id, _ in fused], dtype=np.int64)
@@ -47,7 +50,11 @@ def max_fused_score(method: str, weights: Sequence[float], k: float) -> float:
 
 
 def fused_scale(method: str, weights: Sequence[float], k: float) -> Callable[[float], float]:
-    """`scale_score` for a fused ranking: the score as a share of the best possible one."""
+    """`scale_score` for a fused ranking: the score as a share of the best possible one; adaptive
+    scores (shares summing to 1 of a cosine and of BM25 under its bound) lie in -1..1 and map as
+    a cosine does, (s + 1) / 2."""
+    if method == "adaptive":
+        return lambda x: (x + 1.0) / 2.0
     best = max_fused_score(method, weights, k)
     return lambda x: x / best
 

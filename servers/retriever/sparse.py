@@ -21,6 +21,7 @@ since the build), not the million (bench/RESULTS.md "Scale").
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -176,6 +177,24 @@ class BM25Index:
         """The collection rows the base covers, by position."""
         return self._rows if self._rows is not None else np.arange(self.documents, dtype=np.int64)
 
+    def bounds(self, queries: Sequence[str]) -> list[float]:
+        """Per query, the highest BM25 score a document could reach: the sum over its known terms
+        of idf times the method's largest term-frequency component (1 for lucene and robertson,
+        k1 + 1 for atire and bm25l, k1 + 1 + delta for bm25+). Adaptive fusion divides by it."""
+        from bm25s.scoring import _select_idf_scorer
+
+        m = self._model
+        idf = _select_idf_scorer(m.idf_method)
+        sup = {"lucene": 1.0, "robertson": 1.0, "atire": m.k1 + 1, "bm25l": m.k1 + 1}.get(m.method, m.k1 + 1 + m.delta)
+        delta = self.delta
+        tokenizer = delta.tokenizer if delta is not None else self._tokenizer
+        n = self.documents + (len(delta) if delta is not None else 0)
+        out = []
+        for token_ids in tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False):
+            dfs = [self.df(t) + (delta.df(t) if delta is not None else 0) for t in token_ids]
+            out.append(sup * math.fsum(idf(df, N=n) for df in dfs if df > 0))
+        return out
+
     def live_documents(self, live: np.ndarray) -> int:
         """Documents of this index still live (`live`: the collection's mask over rows)."""
         rows = self.base_rows() if self.delta is None else np.concatenate([self.base_rows(), self.delta.rows])
@@ -317,6 +336,11 @@ class Delta:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def df(self, token_id: int) -> int:
+        """Delta documents holding the token."""
+        indptr = self.tf.indptr
+        return int(indptr[token_id + 1] - indptr[token_id]) if token_id < self.tf.shape[0] else 0
 
     def scores(self, token_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """Per delta document: its BM25 score for the query's token ids, and whether it shares a

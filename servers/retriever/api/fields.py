@@ -21,8 +21,8 @@ QueryInstruction = Annotated[str | None, Field(
 ScoreThreshold = Annotated[Annotated[float, Field(allow_inf_nan=False)] | None, Field(
     description="Drop hits scoring below this (after scale_score, if set). Default: none.")]
 ScaleScore = Annotated[bool, Field(
-    description="Map scores to 0..1 (dense cosine: (s+1)/2; BM25: expit(s/8); fused: divided by the best "
-    "possible score). Default: false.")]
+    description="Map scores to 0..1 (dense cosine: (s+1)/2; BM25: expit(s/8); adaptive fusion: (s+1)/2; rrf and "
+    "convex fusion: divided by the best possible score). Default: false.")]
 Filters = Annotated[dict[str, Any] | None, Field(
     description="Only documents matching this filter: {'field': 'meta.<key>' or 'id', 'operator': one of ==, !=, "
     ">, >=, <, <=, in, not in, 'value': ...}, or {'operator': 'AND'|'OR'|'NOT', 'conditions': [...]}. A missing "
@@ -31,9 +31,11 @@ ReturnText = Annotated[bool, Field(
     description="Include the passages (ret_psg). false: ids and scores only, a much smaller reply. Default: true.")]
 ReturnMetadata = Annotated[bool, Field(
     description="Include each hit's metadata (ret_meta): the corpus record's other fields. Default: false.")]
-Fusion = Annotated[Literal["rrf", "convex"] | None, Field(
-    description="How dense and BM25 rankings merge: rrf (sum of w/(rrf_k+rank)) or convex (weighted min-max "
-    "normalised scores). Default: hybrid.fusion in parameter.yaml (rrf).")]
+Fusion = Annotated[Literal["adaptive", "rrf", "convex"] | None, Field(
+    description="How dense and BM25 rankings merge: adaptive (cosine plus BM25 over the query's highest possible "
+    "score, each weighted per query by how far its best hits stand out, vector_weight the prior), rrf (sum of "
+    "w/(rrf_k+rank)) or convex (weighted min-max normalised scores). Default: hybrid.fusion in parameter.yaml "
+    "(adaptive).")]
 VectorWeight = Annotated[Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None, Field(
     description="The dense share of the fusion, 0..1; BM25 gets the rest. "
     "Default: hybrid.vector_weight (0.5).")]
@@ -41,7 +43,7 @@ RRFK = Annotated[Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] | No
     description="RRF's k: larger flattens the rank curve. 0..1e6. "
     "Default: hybrid.rrf_k (60).")]
 CandidateDepth = Annotated[int | None, Field(
-    ge=1, description="How deep each ranking is searched before fusing. Default: hybrid.candidate_depth (1000).")]
+    ge=1, description="How deep each ranking is searched before fusing. Default: hybrid.candidate_depth (500).")]
 NProbe = Annotated[int | None, Field(
     ge=1, le=65536, description="FAISS IVF and Milvus IVF indexes: lists searched per query (more: slower, closer "
     "to exact). Refused for other index types. Default: nprobe in parameter.yaml (FAISS: 1).")]

@@ -117,8 +117,21 @@ class Hybrid:
         dense = compute.submit(Dense(self.query_instruction, self.ann).rows, s, queries, h.candidate_depth, allowed)
         b_rows, b_scores = BM25().rows(s, queries, h.candidate_depth, allowed)
         d_rows, d_scores = dense.result()
+        scales = self._scales(s, queries, d_scores)
         return [fused_rows(s.collection, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
-                           h.fusion, self.weights, h.rrf_k, depth) for i in range(len(queries))]
+                           h.fusion, self.weights, h.rrf_k, depth, scales[i]) for i in range(len(queries))]
+
+    def _scales(self, s: Session, queries: list[str], d_scores: Sequence[np.ndarray]) -> list[dict[str, float]]:
+        """Adaptive fusion's absolute scales, per query: BM25 over the highest score its terms
+        allow; cosine as it is (inner products of unnormalised vectors: over the query's best)."""
+        if self.options.fusion != "adaptive" or s.bm25 is None:
+            return [{} for _ in queries]
+        normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
+        out = []
+        for bound, scores in zip(s.bm25.bounds(queries), d_scores):
+            dense = 1.0 if normalized or not len(scores) else max(abs(float(scores[0])), 1e-12)
+            out.append({"bm25": bound if bound > 0 else 1.0, "dense": dense})
+        return out
 
     def depth(self, k: int) -> int:
         return max(k, self.options.candidate_depth)
