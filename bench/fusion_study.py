@@ -183,16 +183,23 @@ def complete(d: Ranking, b: Ranking, x: dict[str, Any], w: float = 0.5, depth: i
 
 
 def peaked(d: Ranking, b: Ranking, bound: float, n: int = 10, lo: float = 0.2, hi: float = 0.8,
-           depth: int = 500, bm25_floor: bool = False) -> Ranking:
+           depth: int = 500, bm25_floor: bool = False, power: float = 1.0) -> Ranking:
     """`bounded` with a per-query weight: each retriever's peak (its best score minus its n-th,
     on the absolute scales) shares the weight, clipped to lo..hi: a list that singles out its
     top documents counts more than a flat one."""
     def peak(x: Ranking, scale: float) -> float:
         return (x[0][1] - x[min(n, len(x)) - 1][1]) / scale if len(x) > 1 and scale > 0 else 0.0
 
-    pd, pb = peak(d, 1.0), peak(b, bound)
+    pd, pb = peak(d, 1.0) ** power, peak(b, bound) ** power
     w = 0.5 if pd + pb <= 0 else min(hi, max(lo, pd / (pd + pb)))
     return bounded(d, b, bound, w, depth, bm25_floor)
+
+
+def server_adaptive(d: Ranking, b: Ranking, bound: float, depth: int = 500) -> Ranking:
+    """The server's own fusion (retriever.fusion.adaptive) on the scales the hybrid ranker gives it."""
+    from retriever.fusion import adaptive
+
+    return adaptive([d[:depth], [(k, s / bound) for k, s in b[:depth]] if bound > 0 else b[:depth]], limit=100)
 
 
 Candidate = Callable[[Ranking, Ranking, dict[str, Any]], Ranking]
@@ -202,7 +209,8 @@ def candidates() -> dict[str, Candidate]:
     out: dict[str, Candidate] = {
         "dense": lambda d, b, x: d[:100],
         "bm25": lambda d, b, x: b[:100],
-        "rrf k60 w0.5 (today's default)": lambda d, b, x: rrf(d, b),
+        "rrf k60 w0.5 depth 1000 (the default before)": lambda d, b, x: rrf(d, b),
+        "**adaptive depth 500 (the default now: fusion.adaptive)**": lambda d, b, x: server_adaptive(d, b, x["bound"]),
     }
     for w in (0.6, 0.7):
         out[f"rrf k60 w{w}"] = lambda d, b, x, w=w: rrf(d, b, w)
@@ -223,6 +231,14 @@ def candidates() -> dict[str, Candidate]:
     for depth in (200, 1000):
         out[f"peaked n20 depth {depth}"] = lambda d, b, x, depth=depth: peaked(d, b, x["bound"], 20, depth=depth)
     out["peaked n20 bm25 floor"] = lambda d, b, x: peaked(d, b, x["bound"], 20, bm25_floor=True)
+    for lo in (0.1, 0.05):
+        out[f"peaked n20 floor {lo:g}-{1 - lo:g}"] = lambda d, b, x, lo=lo: peaked(
+            d, b, x["bound"], 20, lo, 1 - lo, bm25_floor=True)
+    for power in (2.0, 3.0):
+        out[f"peaked n20 floor power {power:g}"] = lambda d, b, x, power=power: peaked(
+            d, b, x["bound"], 20, bm25_floor=True, power=power)
+        out[f"peaked n20 floor power {power:g} 0.1-0.9"] = lambda d, b, x, power=power: peaked(
+            d, b, x["bound"], 20, 0.1, 0.9, bm25_floor=True, power=power)
     out["peaked n10 0.1-0.9"] = lambda d, b, x: peaked(d, b, x["bound"], 10, 0.1, 0.9)
     out["peaked n10 0.3-0.7"] = lambda d, b, x: peaked(d, b, x["bound"], 10, 0.3, 0.7)
     for depth in (100, 1000):
