@@ -108,15 +108,17 @@ def main() -> None:
     if "avgdl" not in manifest or "collection_rows" not in manifest:  # built before the delta existed
         subprocess.run([str(Path(sys.executable).parent / "retriever"), "--log-level", "warning", "index", "--config",
                         str(config), "--mode", "bm25", "--overwrite"], check=True, stdout=subprocess.DEVNULL)
-    saved = folder / "docs.saved"
-    shutil.rmtree(saved, ignore_errors=True)
-    if (out / "docs").exists():
-        shutil.copytree(out / "docs", saved)
+    kept = ("docs", "bm25")  # the change log and the BM25 index it matches, restored after each step
+    for name in kept:
+        shutil.rmtree(folder / f"{name}.saved", ignore_errors=True)
+        if (out / name).exists():
+            shutil.copytree(out / name, folder / f"{name}.saved")
 
     def restore() -> None:
-        shutil.rmtree(out / "docs", ignore_errors=True)
-        if saved.exists():
-            shutil.copytree(saved, out / "docs")
+        for name in kept:
+            shutil.rmtree(out / name, ignore_errors=True)
+            if (folder / f"{name}.saved").exists():
+                shutil.copytree(folder / f"{name}.saved", out / name)
 
     try:
         delta = run_step(config, "delta", args.n_add)

@@ -30,6 +30,11 @@ def test_adaptive_weights_follow_each_lists_peak_clipped() -> None:
     assert adaptive_weights([steep, close]) == pytest.approx([0.95 / 1.71, 0.76 / 1.71])
     assert adaptive_weights([steep, close], [1.0, 0.0]) == [1.0, 0.0]  # a zero prior stays zero
     assert adaptive_weights([[("x", 1.0)], [("y", 2.0)]], [0.3, 0.7]) == pytest.approx([0.3, 0.7])  # no peaks: priors
+    # a prior bounds its list: within 0.4 .. 1.6 times its share (here 0.08 .. 0.32 for dense)
+    assert adaptive_weights([steep, flat], [0.2, 0.8]) == pytest.approx([0.5, 0.5])  # 0.32 and 0.32
+    shares = [0.2 * 0.019 / (0.2 * 0.019 + 0.8 * 0.95), 0.8 * 0.95 / (0.2 * 0.019 + 0.8 * 0.95)]
+    kept = [0.08, shares[1]]  # dense raised to its floor 0.4 x 0.2; BM25 under its ceiling 1.6 x 0.8
+    assert adaptive_weights([flat, steep], [0.2, 0.8]) == pytest.approx([k / sum(kept) for k in kept])
 
 
 def test_adaptive_formula_and_the_floor_of_a_missing_key() -> None:

@@ -82,18 +82,19 @@ def peak(ranking: Ranking) -> float:
 
 
 def adaptive_weights(rankings: Sequence[Ranking], weights: Sequence[float] | None = None) -> list[float]:
-    """Per query: each list's prior weight times its peak, as shares clipped to 0.4/m .. 1.6/m
-    (m lists with a prior above 0; two lists: 0.2 .. 0.8) and summing to 1. A list that singles
-    out its top documents counts more than a flat one; a zero prior stays zero."""
+    """Per query: each list's prior weight times its peak, as shares summing to 1, each kept
+    within 0.4 .. 1.6 times its prior share (two lists of equal priors: 0.2 .. 0.8). A list that
+    singles out its top documents counts more than a flat one; a zero prior stays zero; no peaks
+    at all leave the priors."""
     prior = _weights(len(rankings), weights)
-    live = [i for i, w in enumerate(prior) if w > 0]
-    raw = {i: prior[i] * peak(rankings[i]) for i in live}
-    total = math.fsum(raw.values())
-    share = {i: raw[i] / total if total > 0 else prior[i] / math.fsum(prior[j] for j in live) for i in live}
-    lo, hi = 0.4 / len(live), 1.6 / len(live)
-    clipped = {i: min(hi, max(lo, s)) for i, s in share.items()}
-    norm = math.fsum(clipped.values())
-    return [clipped[i] / norm if i in clipped else 0.0 for i in range(len(rankings))]
+    total_prior = math.fsum(prior)
+    base = [w / total_prior for w in prior]
+    raw = [b * peak(r) for b, r in zip(base, rankings)]
+    total = math.fsum(raw)
+    share = [r / total for r in raw] if total > 0 else base
+    clipped = [min(1.6 * b, max(0.4 * b, s)) for b, s in zip(base, share)]
+    norm = math.fsum(clipped)
+    return [c / norm for c in clipped]
 
 
 def adaptive(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 0,

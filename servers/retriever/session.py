@@ -95,11 +95,11 @@ def bm25_manifest(s: Session) -> dict[str, Any]:
 
 def bm25_after(s: Session, index: BM25Index, progress: bool) -> BM25Index:
     """`index` brought up to the session's collection: the documents added since, as a delta
-    (sparse_delta.py), or, past `rebuild_fraction` of changes, BM25 rebuilt over the live
-    documents and saved."""
+    (sparse.py's Delta), or, past `rebuild_fraction` of changes (or for an index built before
+    deltas, or one ahead of the log), BM25 rebuilt over the live documents and saved."""
     c = s.collection
     built = index.manifest.get("collection_rows")
-    if built is not None and index.avgdl is not None:
+    if built is not None and index.avgdl is not None and not ahead_of_log(index, c):
         start = int(index.delta.rows[-1]) + 1 if index.delta is not None and len(index.delta) else int(built)
         new = np.flatnonzero(c.live[start:]) + start
         changed = len(new) + (len(index.delta) if index.delta is not None else 0)
@@ -109,6 +109,12 @@ def bm25_after(s: Session, index: BM25Index, progress: bool) -> BM25Index:
     rebuilt = build_bm25(s, progress)
     rebuilt.save(s.config.paths().bm25, bm25_manifest(s))
     return rebuilt
+
+
+def ahead_of_log(index: BM25Index, c: Collection) -> bool:
+    """Built over rows or changes the change log does not have (a log restored from a backup)."""
+    return bool(index.manifest.get("collection_rows", 0) > c.rows
+                or index.manifest.get("log_generation", 0) > c.changes.generation)
 
 
 def load_bm25(s: Session, warnings: list[str]) -> BM25Index | None:
@@ -125,6 +131,10 @@ def load_bm25(s: Session, warnings: list[str]) -> BM25Index | None:
     if not len(s.collection):
         return None
     if index.manifest.get("log_generation", 0) != s.collection.changes.generation:
+        if ahead_of_log(index, s.collection):
+            warnings.append(f"{folder} was built over changes the change log does not have; rebuilt over the "
+                            "live documents")
+            log.warning(warnings[-1])
         index = bm25_after(s, index, progress=False)
     return index
 
