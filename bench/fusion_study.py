@@ -77,16 +77,11 @@ def materialise(name: str) -> tuple[Path, Path, Path]:
     return folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels.tsv"
 
 
-def runs(name: str) -> dict[str, Any]:
-    """Dense and BM25 runs (1000 deep), query vectors, doc vectors, BM25 idf bounds; cached."""
-    cache = OUT / f"{name}.runs.pkl"
-    if cache.exists():
-        return pickle.loads(cache.read_bytes())
+def engine_for(name: str) -> Any:
     from retriever.config import load_config
     from retriever.engine import Retriever
-    from retriever.evaluation import load_qrels, load_queries
 
-    corpus, queries_path, qrels_path = materialise(name)
+    corpus, _, _ = materialise(name)
     # SciFact: the indexes `make eval-scifact` builds (index/scifact/), else built here once
     index = ROOT / "index" / "scifact" if name in ("scifact-train", "scifact-test") else OUT / name / "index"
     overrides = {"corpus_path": str(corpus), "embedding_path": str(index / "embedding.npy"),
@@ -100,6 +95,30 @@ def runs(name: str) -> dict[str, Any]:
         engine.index()
     if engine.bm25 is None:
         engine.bm25_index(progress=False)
+    return engine
+
+
+def auto_prior(name: str) -> dict[str, Any]:
+    """The server's self-retrieval check (calibration.py) on the set's corpus; cached."""
+    cache = OUT / f"{name}.auto.json"
+    if not cache.exists():
+        from retriever.calibration import measure
+        from retriever.search.rankers import BM25, Dense
+
+        s = engine_for(name).session
+        cache.write_text(json.dumps(measure(s, Dense().rows, BM25().rows)))
+    return json.loads(cache.read_text())
+
+
+def runs(name: str) -> dict[str, Any]:
+    """Dense and BM25 runs (1000 deep), query vectors, doc vectors, BM25 idf bounds; cached."""
+    cache = OUT / f"{name}.runs.pkl"
+    if cache.exists():
+        return pickle.loads(cache.read_bytes())
+    from retriever.evaluation import load_qrels, load_queries
+
+    _, queries_path, qrels_path = materialise(name)
+    engine = engine_for(name)
     qrels = load_qrels(qrels_path)
     texts = load_queries(queries_path)
     qids = [q for q in qrels if q in texts]
@@ -111,7 +130,7 @@ def runs(name: str) -> dict[str, Any]:
     bounds = [bm25_bound(s.bm25, t) for t in qtexts]
     out = {"qids": qids, "qrels": qrels, "dense": [[(h.id, h.score) for h in r] for r in dense],
            "bm25": [[(h.id, h.score) for h in r] for r in bm25], "qvecs": qvecs,
-           "doc_ids": list(s.collection.ids), "bounds": bounds, "embedding": str(index / "embedding.npy")}
+           "doc_ids": list(s.collection.ids), "bounds": bounds, "embedding": str(s.config.paths().embedding)}
     cache.write_bytes(pickle.dumps(out))
     return out
 
@@ -195,11 +214,12 @@ def peaked(d: Ranking, b: Ranking, bound: float, n: int = 10, lo: float = 0.2, h
     return bounded(d, b, bound, w, depth, bm25_floor)
 
 
-def server_adaptive(d: Ranking, b: Ranking, bound: float, depth: int = 500) -> Ranking:
+def server_adaptive(d: Ranking, b: Ranking, bound: float, depth: int = 500, prior: float = 0.5) -> Ranking:
     """The server's own fusion (retriever.fusion.adaptive) on the scales the hybrid ranker gives it."""
     from retriever.fusion import adaptive
 
-    return adaptive([d[:depth], [(k, s / bound) for k, s in b[:depth]] if bound > 0 else b[:depth]], limit=100)
+    return adaptive([d[:depth], [(k, s / bound) for k, s in b[:depth]] if bound > 0 else b[:depth]],
+                    [prior, 1 - prior], limit=100)
 
 
 Candidate = Callable[[Ranking, Ranking, dict[str, Any]], Ranking]
@@ -210,8 +230,12 @@ def candidates() -> dict[str, Candidate]:
         "dense": lambda d, b, x: d[:100],
         "bm25": lambda d, b, x: b[:100],
         "rrf k60 w0.5 depth 1000 (the default before)": lambda d, b, x: rrf(d, b),
-        "**adaptive depth 500 (the default now: fusion.adaptive)**": lambda d, b, x: server_adaptive(d, b, x["bound"]),
+        "**adaptive, vector_weight auto, depth 500 (the default now)**": lambda d, b, x: server_adaptive(
+            d, b, x["bound"], prior=x["auto"]),
+        "adaptive, vector_weight 0.5, depth 500": lambda d, b, x: server_adaptive(d, b, x["bound"]),
     }
+    for prior in (0.1, 0.2, 0.3, 0.4, 0.6):
+        out[f"adaptive prior {prior:g}"] = lambda d, b, x, prior=prior: server_adaptive(d, b, x["bound"], prior=prior)
     for w in (0.6, 0.7):
         out[f"rrf k60 w{w}"] = lambda d, b, x, w=w: rrf(d, b, w)
     for w in (0.5, 0.6, 0.7):
@@ -255,10 +279,11 @@ def study(sets: list[str], chosen: list[str] | None = None) -> list[str]:
         cands = {k: v for k, v in cands.items() if k in chosen or k in ("dense", "bm25")}
     for name in sets:
         r = runs(name)
+        auto = auto_prior(name)["vector_weight"]
         vectors = np.load(r["embedding"], mmap_mode="r")
         row_of = {k: i for i, k in enumerate(r["doc_ids"])}
         for cname, fn in cands.items():
-            run = {q: fn(d, b, {"bound": bound, "qvec": qv, "vectors": vectors, "row_of": row_of})
+            run = {q: fn(d, b, {"bound": bound, "qvec": qv, "vectors": vectors, "row_of": row_of, "auto": auto})
                    for q, d, b, bound, qv in zip(r["qids"], r["dense"], r["bm25"], r["bounds"], r["qvecs"])}
             table.setdefault(cname, {})[name] = evaluate(run, {q: r["qrels"][q] for q in r["qids"]})
     lines = ["| candidate | " + " | ".join(f"{s} nDCG@10 / R@100 / MRR@10" for s in sets) + " | worst gap to the better part |",

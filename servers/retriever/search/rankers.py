@@ -11,6 +11,7 @@ from typing import Protocol
 import numpy as np
 
 from .. import compute
+from ..calibration import auto_vector_weight
 from ..config import HybridConfig
 from ..errors import IndexMissingError, NotYetSupportedError
 from ..fusion import SCALERS
@@ -114,12 +115,13 @@ class Hybrid:
             raise IndexMissingError("hybrid search needs both indexes: call retriever_embed + retriever_index "
                                     "and bm25_index")
         h = self.options
+        weights = self.weights(s)  # before the dense search starts: auto may probe the collection first
         dense = compute.submit(Dense(self.query_instruction, self.ann).rows, s, queries, h.candidate_depth, allowed)
         b_rows, b_scores = BM25().rows(s, queries, h.candidate_depth, allowed)
         d_rows, d_scores = dense.result()
         scales = self._scales(s, queries, d_scores)
         return [fused_rows(s.collection, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
-                           h.fusion, self.weights, h.rrf_k, depth, scales[i]) for i in range(len(queries))]
+                           h.fusion, weights, h.rrf_k, depth, scales[i]) for i in range(len(queries))]
 
     def _scales(self, s: Session, queries: list[str], d_scores: Sequence[np.ndarray]) -> list[dict[str, float]]:
         """Adaptive fusion's absolute scales, per query: BM25 over the highest score its terms
@@ -136,12 +138,16 @@ class Hybrid:
     def depth(self, k: int) -> int:
         return max(k, self.options.candidate_depth)
 
-    @property
-    def weights(self) -> list[float]:
-        return [self.options.vector_weight, 1.0 - self.options.vector_weight]
+    def weights(self, s: Session) -> list[float]:
+        """Dense and BM25 priors: vector_weight, or where it is null (auto) the collection's
+        self-retrieval check (calibration.py)."""
+        vw = self.options.vector_weight
+        if vw is None:
+            vw = auto_vector_weight(s, Dense().rows, BM25().rows)
+        return [vw, 1.0 - vw]
 
     def scale(self, s: Session) -> Scale:
-        return fused_scale(self.options.fusion, self.weights, self.options.rrf_k)
+        return fused_scale(self.options.fusion, self.weights(s), self.options.rrf_k)
 
 
 # The kinds a `mode` names (multi-query and fan-out searches, `retriever search --mode`, eval).

@@ -1,0 +1,121 @@
+"""The dense share of hybrid fusion when `hybrid.vector_weight` is left to auto (null): a
+self-retrieval check of the collection, no labels needed.
+
+PROBES documents (a fixed sample of the live ones) each give a pseudo-query: WORDS consecutive
+words of their own text. Each retriever searches them; its MRR@10 at finding the source says
+whether it can read this corpus at all. Spans favour BM25 (exact words), so the check only acts
+when one retriever falls below half the other's MRR: the dense share is then that ratio (the
+BM25 share, for a failing BM25), at least FLOOR; otherwise 0.5. On SciFact the ratio is 0.68
+(0.5 kept); on bench/synth.py's invented words, which the packaged model cannot read, 0.19
+(bench/QUALITY.md).
+
+The result is kept beside the BM25 index (`<bm25 folder>.calibration.json`), keyed by the corpus,
+the model and the BM25 settings, so it is measured once per corpus (at the first hybrid search);
+where that file cannot be written (a read-only deployment) it is kept for the process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .manifests import corpus_manifest
+from .persist import atomic_write_text
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger(__name__)
+
+PROBES, WORDS, SEED, FLOOR = 200, 16, 0, 0.05
+_WORD = re.compile(r"\w+")
+_MEMO: dict[str, dict[str, Any]] = {}
+_LOCK = threading.Lock()
+
+
+def vector_weight(dense_mrr: float, bm25_mrr: float) -> float:
+    """0.5 unless one retriever finds under half of what the other finds: then the weak one's
+    share is its MRR over the other's (at least FLOOR)."""
+    best = max(dense_mrr, bm25_mrr)
+    if best <= 0:
+        return 0.5
+    if dense_mrr < 0.5 * best:
+        return max(FLOOR, dense_mrr / best)
+    if bm25_mrr < 0.5 * best:
+        return 1.0 - max(FLOOR, bm25_mrr / best)
+    return 0.5
+
+
+def pseudo_queries(s: Session) -> tuple[list[str], list[int]]:
+    """WORDS consecutive words of each of PROBES live documents (fixed seed), and their rows."""
+    live = s.collection.live_rows()
+    rng = np.random.default_rng(SEED)
+    rows = np.sort(rng.choice(live, size=min(PROBES, len(live)), replace=False)) if len(live) else live
+    queries, kept = [], []
+    for row in rows.tolist():
+        words = _WORD.findall(s.collection.get(row).text)
+        if not words:
+            continue
+        start = int(rng.integers(0, max(1, len(words) - WORDS + 1)))
+        queries.append(" ".join(words[start:start + WORDS]))
+        kept.append(row)
+    return queries, kept
+
+
+def _mrr(found: Any, rows: list[int]) -> float:
+    ranks = [np.flatnonzero(np.asarray(f) == r) for f, r in zip(found, rows)]
+    return float(np.mean([1.0 / (int(x[0]) + 1) if len(x) else 0.0 for x in ranks])) if rows else 0.0
+
+
+Rows = Callable[..., tuple[Any, Any]]  # a retriever kind's rows(s, queries, depth, allowed)
+
+
+def measure(s: Session, dense_rows: Rows, bm25_rows: Rows) -> dict[str, Any]:
+    """Run the check: both retrievers over the pseudo-queries, top 10, live documents only."""
+    queries, rows = pseudo_queries(s)
+    live = (s.collection.allowed(None), None)
+    dense = _mrr(dense_rows(s, queries, 10, live)[0], rows) if queries else 0.0
+    bm25 = _mrr(bm25_rows(s, queries, 10, live)[0], rows) if queries else 0.0
+    return {"dense_mrr": round(dense, 4), "bm25_mrr": round(bm25, 4),
+            "vector_weight": round(vector_weight(dense, bm25), 4), "probes": len(queries), "words": WORDS}
+
+
+def _key(s: Session) -> str:
+    bm25 = s.config.backend_configs.bm25
+    model = s.embedder.model_id if s.embedder is not None else None
+    return json.dumps({"corpus": corpus_manifest(s.docs), "model": model, "lang": bm25.lang,
+                       "tokenizer": bm25.tokenizer, "method": bm25.method, "k1": bm25.k1, "b": bm25.b,
+                       "probes": PROBES, "words": WORDS, "seed": SEED}, sort_keys=True, default=str)
+
+
+def auto_vector_weight(s: Session, dense_rows: Rows, bm25_rows: Rows) -> float:
+    """The calibrated dense share for this collection: from memory, the file, or measured now
+    with the two retrievers' `rows`."""
+    key = _key(s)
+    with _LOCK:
+        if key in _MEMO:
+            return float(_MEMO[key]["vector_weight"])
+        path = Path(str(s.config.paths().bm25) + ".calibration.json")
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            if saved.get("key") == key:
+                _MEMO[key] = saved
+                return float(saved["vector_weight"])
+        except (OSError, ValueError):
+            pass
+        found = {**measure(s, dense_rows, bm25_rows), "key": key}
+        _MEMO[key] = found
+        log.info("hybrid vector_weight auto: %s (dense MRR %s, BM25 MRR %s over %s pseudo-queries)",
+                 found["vector_weight"], found["dense_mrr"], found["bm25_mrr"], found["probes"])
+        try:
+            atomic_write_text(path, json.dumps(found, indent=2, sort_keys=True))
+        except OSError as e:
+            log.debug("calibration kept in memory only (%s)", e)
+        return float(found["vector_weight"])
