@@ -9,9 +9,10 @@ BM25 share, for a failing BM25), at least FLOOR; otherwise 0.5. On SciFact the r
 (0.5 kept); on bench/synth.py's invented words, which the packaged model cannot read, 0.19
 (bench/QUALITY.md).
 
-The result is kept beside the BM25 index (`<bm25 folder>.calibration.json`), keyed by the corpus,
-the model and the BM25 settings, so it is measured once per corpus (at the first hybrid search);
-where that file cannot be written (a read-only deployment) it is kept for the process.
+The result is kept beside the BM25 index (`<bm25 folder>.calibration.json`), keyed by the
+collection, its corpus file (or, without one, its change log), the model and the BM25 settings,
+so it is measured once per corpus at the first hybrid search, not after each add; where that file
+cannot be written (a read-only deployment) it is kept for the process.
 """
 
 from __future__ import annotations
@@ -90,9 +91,11 @@ def measure(s: Session, dense_rows: Rows, bm25_rows: Rows) -> dict[str, Any]:
 def _key(s: Session) -> str:
     bm25 = s.config.backend_configs.bm25
     model = s.embedder.model_id if s.embedder is not None else None
-    return json.dumps({"corpus": corpus_manifest(s.docs), "model": model, "lang": bm25.lang,
-                       "tokenizer": bm25.tokenizer, "method": bm25.method, "k1": bm25.k1, "b": bm25.b,
-                       "probes": PROBES, "words": WORDS, "seed": SEED}, sort_keys=True, default=str)
+    # a collection made only of added documents has no corpus file: its change log stands for it
+    contents = corpus_manifest(s.docs) if s.docs is not None else {"log_generation": s.collection.changes.generation}
+    return json.dumps({"collection": str(s.config.paths().bm25), "contents": contents, "model": model,
+                       "lang": bm25.lang, "tokenizer": bm25.tokenizer, "method": bm25.method, "k1": bm25.k1,
+                       "b": bm25.b, "probes": PROBES, "words": WORDS, "seed": SEED}, sort_keys=True, default=str)
 
 
 def auto_vector_weight(s: Session, dense_rows: Rows, bm25_rows: Rows) -> float:
