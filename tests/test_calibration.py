@@ -72,3 +72,13 @@ def test_auto_leans_on_bm25_where_the_model_cannot_read_the_corpus(tmp_path: Pat
     print(saved)
     assert saved["dense_mrr"] < 0.5 * saved["bm25_mrr"] and saved["vector_weight"] < 0.5
     assert hybrid[0].id == "d17" == e.bm25_search(query, top_k=1)[0][0].id
+
+
+def test_a_read_only_server_measures_but_writes_no_file(tmp_path: Path) -> None:
+    calibration._MEMO.clear()
+    e = built(tmp_path / "p")
+    ro = engine_for(e.base_dir / "parameter.yaml", {"security": {"read_only": True}})
+    ro.init()
+    ro.hybrid_search("tides and the moon", top_k=3)
+    assert not Path(str(ro.session.config.paths().bm25) + ".calibration.json").exists()
+    assert any(v["vector_weight"] == 0.5 for v in calibration._MEMO.values())

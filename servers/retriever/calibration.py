@@ -11,8 +11,8 @@ BM25 share, for a failing BM25), at least FLOOR; otherwise 0.5. On SciFact the r
 
 The result is kept beside the BM25 index (`<bm25 folder>.calibration.json`), keyed by the
 collection, its corpus file (or, without one, its change log), the model and the BM25 settings,
-so it is measured once per corpus at the first hybrid search, not after each add; where that file
-cannot be written (a read-only deployment) it is kept for the process.
+so it is measured once per corpus at the first hybrid search, not after each add; a read-only
+server (security.read_only) or one that cannot write there keeps it for the process only.
 """
 
 from __future__ import annotations
@@ -117,6 +117,8 @@ def auto_vector_weight(s: Session, dense_rows: Rows, bm25_rows: Rows) -> float:
         _MEMO[key] = found
         log.info("hybrid vector_weight auto: %s (dense MRR %s, BM25 MRR %s over %s pseudo-queries)",
                  found["vector_weight"], found["dense_mrr"], found["bm25_mrr"], found["probes"])
+        if s.config.security.read_only:  # a read-only server writes nothing
+            return float(found["vector_weight"])
         try:
             atomic_write_text(path, json.dumps(found, indent=2, sort_keys=True))
         except OSError as e:
