@@ -58,6 +58,9 @@ def main() -> None:
     lines = [
         "# Hybrid fusion tuned on SciFact train (809 queries), reported once on test (300)",
         "",
+        "The RRF and convex settings of issue 4. The default is now `adaptive` fusion with `vector_weight` auto,",
+        "chosen over three development sets: bench/QUALITY.md (issue 17).",
+        "",
         "Produced by `python bench/tune_hybrid.py`. Dense: all-MiniLM-L6-v2 + FAISS exact; BM25: bm25s (defaults).",
         "Settings are ranked by train nDCG@10 + Recall@100 (the two targets, equally). Test is computed only for the",
         "default and for the best train setting.",
