@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import InvalidInputError
+from ..indexes.base import ann_settings
 from .fields import (
     RRFK,
     Around,
@@ -197,8 +198,7 @@ class _Ann(Request):
 
     def ann(self) -> dict[str, int] | None:
         """FAISS's names for the parameters set (None: the YAML's)."""
-        set_ = {k: v for k, v in (("nprobe", self.nprobe), ("efSearch", self.ef_search)) if v is not None}
-        return set_ or None
+        return ann_settings(self) or None
 
 
 class SearchRequest(BM25SearchRequest, _Ann):

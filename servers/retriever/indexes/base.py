@@ -18,6 +18,15 @@ if TYPE_CHECKING:
     from ..embedders import Embedder
 
 
+# The ANN search settings: FAISS's name -> the name in parameter.yaml and in a search call.
+ANN_PARAMETERS = {"nprobe": "nprobe", "efSearch": "ef_search"}
+
+
+def ann_settings(source: Any) -> dict[str, int]:
+    """The ANN settings `source` sets (the YAML's faiss section, a search request), by FAISS's names."""
+    return {name: value for name, ours in ANN_PARAMETERS.items() if (value := getattr(source, ours)) is not None}
+
+
 @dataclass(frozen=True)
 class Change:
     """One change of a collection, as its change log records it (collection.py)."""

@@ -18,7 +18,7 @@ from ..compute import on_compute_thread
 from ..errors import ConfigError, IndexMismatchError, InvalidInputError, MissingDependencyError
 from ..filters import Filter
 from ..persist import publish, read_manifest
-from .base import Change
+from .base import ANN_PARAMETERS, Change
 
 log = logging.getLogger(__name__)
 
@@ -63,28 +63,28 @@ def training_rows(index: Any, n: int) -> np.ndarray:
 
 
 def tune(index: Any, tuning: dict[str, int]) -> dict[str, int]:
-    """Set the search-time parameters (nprobe, efSearch) the index has; the others are named in an error."""
-    faiss = _faiss()
-    space = faiss.ParameterSpace()
+    """Set the YAML's search-time parameters (nprobe, efSearch) the index has (FAISS's
+    ParameterSpace, which also reaches through wrappers); one it lacks is an error."""
+    space = _faiss().ParameterSpace()
     for name, value in tuning.items():
         try:
             space.set_index_parameter(index, name, value)
         except RuntimeError:
-            key = {"nprobe": "nprobe", "efSearch": "ef_search"}.get(name, name)
-            raise ConfigError(f"index_backend_configs.faiss.{key}: the index ({type(index).__name__}) has no "
-                              f"{name}; nprobe is for IVF indexes, ef_search for HNSW") from None
+            raise ConfigError(f"index_backend_configs.faiss.{ANN_PARAMETERS.get(name, name)}: the index "
+                              f"({type(index).__name__}) has no {name}; nprobe is for IVF indexes, ef_search for "
+                              "HNSW") from None
     return tuning
 
 
 def check_ann(index: Any, ann: dict[str, int]) -> dict[str, int]:
-    """A call's nprobe / efSearch, refused where the index has no such parameter."""
+    """A call's nprobe / efSearch, refused where the index has no search parameters of that kind
+    (search_parameters: SearchParametersIVF / SearchParametersHNSW)."""
     faiss = _faiss()
     has = {"nprobe": faiss.try_extract_index_ivf(index) is not None, "efSearch": isinstance(index, faiss.IndexHNSW)}
-    for name in ann:
-        if not has[name]:
-            key = {"nprobe": "nprobe", "efSearch": "ef_search"}[name]
-            raise InvalidInputError(f"{key}: this collection's FAISS index ({type(index).__name__}) has no {name}; "
-                                    "nprobe is for IVF indexes, ef_search for HNSW (index_factory in parameter.yaml)")
+    if (name := next((n for n in ann if not has[n]), None)) is not None:
+        raise InvalidInputError(f"{ANN_PARAMETERS[name]}: this collection's FAISS index ({type(index).__name__}) has "
+                                f"no {name}; nprobe is for IVF indexes, ef_search for HNSW (index_factory in "
+                                "parameter.yaml)")
     return ann
 
 
@@ -173,24 +173,22 @@ class FaissIndex:
         is already in `allowed`. `ann` overrides the YAML's nprobe / efSearch for this search."""
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         faiss = _faiss()
+        selector = None
+        if allowed is not None:
+            allowed = allowed[: len(self)]
+            k = min(k, int(allowed.sum()))
+            if k == 0:
+                return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0), np.float32)
+            bitmap = np.packbits(allowed, bitorder="little")  # a local: alive while FAISS reads it
+            selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
+        elif self._n != self._cpu.ntotal:  # an older snapshot: rows appended since are not its own
+            selector = faiss.IDSelectorRange(0, self._n)
+        k = min(k, len(self))
+        if selector is None and not ann:  # the index's own settings (set by tune) serve
+            scores, rows = on_compute_thread(self._index.search, queries, k)
+            return rows, scores
         tuning = {**self.tuning, **check_ann(self._cpu, ann)} if ann else self.tuning
-        if allowed is None and self._n == self._cpu.ntotal:
-            if ann:
-                params = search_parameters(self._cpu, None, tuning)
-                scores, rows = on_compute_thread(lambda: self._index.search(queries, min(k, len(self)), params=params))
-            else:
-                scores, rows = on_compute_thread(self._index.search, queries, min(k, len(self)))
-            return rows, scores
-        if allowed is None:  # an older snapshot: rows appended since are not its own
-            params = search_parameters(self._cpu, faiss.IDSelectorRange(0, self._n), tuning)
-            scores, rows = on_compute_thread(lambda: self._index.search(queries, min(k, self._n), params=params))
-            return rows, scores
-        allowed = allowed[: len(self)]
-        k = min(k, int(allowed.sum()))
-        if k == 0:
-            return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0), np.float32)
-        bitmap = np.packbits(allowed, bitorder="little")
-        params = search_parameters(self._cpu, faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap)), tuning)
+        params = search_parameters(self._cpu, selector, tuning)
         scores, rows = on_compute_thread(lambda: self._index.search(queries, k, params=params))
         return rows, scores
 

@@ -15,16 +15,11 @@ from ..filters import Filter
 from ..manifests import dense_manifest, runtime_record
 from ..persist import check_manifest, read_manifest
 from ..types import Document, Hit
-from .base import Change, VectorIndex, View
+from .base import Change, VectorIndex, View, ann_settings
 from .faiss import FaissIndex
 
 if TYPE_CHECKING:
     from ..config import Config
-
-
-def tuning(fcfg: Any) -> dict[str, int]:
-    """The YAML's search-time settings of ANN indexes, by FAISS's own names."""
-    return {k: v for k, v in (("nprobe", fcfg.nprobe), ("efSearch", fcfg.ef_search)) if v is not None}
 
 
 class FaissBackend:
@@ -35,7 +30,7 @@ class FaissBackend:
         log's vectors appended."""
         folder = view.config.paths().faiss
         fcfg = view.config.index_backend_configs.faiss
-        index: FaissIndex | None = FaissIndex.load(folder, use_gpu=fcfg.index_use_gpu, tuning=tuning(fcfg))
+        index: FaissIndex | None = FaissIndex.load(folder, use_gpu=fcfg.index_use_gpu, tuning=ann_settings(fcfg))
         if index is not None:
             check_manifest(index.manifest, dense_manifest(view.collection.base, view.embedder), folder,
                            "call retriever_embed and retriever_index with overwrite=true")
@@ -55,7 +50,7 @@ class FaissBackend:
         expected = dense_manifest(view.collection.base, view.embedder)
         vectors = open_embeddings(embedding_file or view.config.paths().embedding, expected)
         index = FaissIndex.build(vectors, fcfg.index_chunk_size, use_gpu=fcfg.index_use_gpu, factory=fcfg.index_factory,
-                                 tuning=tuning(fcfg))
+                                 tuning=ann_settings(fcfg))
         index.save(index_path, expected | runtime_record(view.embedder))
         report: dict[str, Any] = {"index_path": str(index_path), **expected, **runtime_record(view.embedder)}
         if index.warnings:

@@ -48,6 +48,7 @@ import numpy as np
 
 from ..errors import IndexMismatchError, InvalidInputError, RetrieverError
 from ..persist import atomic_write_text
+from .base import ANN_PARAMETERS
 from .milvus_client import (  # noqa: F401  (re-exported: the Milvus layer's public names)
     NAME_PATTERN,
     MilvusError,
@@ -334,9 +335,8 @@ class MilvusStore:
             key, fits = names[name]
             if not fits:
                 raise InvalidInputError(
-                    f"{'nprobe' if name == 'nprobe' else 'ef_search'}: this Milvus collection's index is {kind}, which "
-                    "has no such parameter; nprobe is for IVF_* indexes, ef_search for HNSW (index_params in "
-                    "parameter.yaml)")
+                    f"{ANN_PARAMETERS[name]}: this Milvus collection's index is {kind}, which has no such parameter; "
+                    "nprobe is for IVF_* indexes, ef_search for HNSW (index_params in parameter.yaml)")
             params[key] = value
         return {**self.search_params, "params": params}
 
