@@ -82,3 +82,25 @@ def test_a_read_only_server_measures_but_writes_no_file(tmp_path: Path) -> None:
     ro.hybrid_search("tides and the moon", top_k=3)
     assert not Path(str(ro.session.config.paths().bm25) + ".calibration.json").exists()
     assert any(v["vector_weight"] == 0.5 for v in calibration._MEMO.values())
+
+
+def test_a_collection_without_a_corpus_is_measured_again_when_it_doubles_not_per_add(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import SAMPLE
+
+    calibration._MEMO.clear()
+    docs = [json.loads(line) for line in SAMPLE.open()]
+    e = engine_for(write_project(tmp_path / "c", collection_name="notes", corpus_path=None))
+    e.init()
+    e.add(docs[:12])
+    e.bm25_index(progress=False)
+    measured = []
+    real = calibration.measure
+    monkeypatch.setattr(calibration, "measure", lambda *a: measured.append(1) or real(*a))
+    e.hybrid_search("photosynthesis", top_k=3)
+    e.add(docs[12:15])  # 15 documents: the same size class as 12
+    e.hybrid_search("photosynthesis", top_k=3)
+    assert len(measured) == 1
+    e.add(docs[15:])  # 30: doubled
+    e.hybrid_search("photosynthesis", top_k=3)
+    assert len(measured) == 2

@@ -10,8 +10,8 @@ BM25 share, for a failing BM25), at least FLOOR; otherwise 0.5. On SciFact the r
 (bench/QUALITY.md).
 
 The result is kept beside the BM25 index (`<bm25 folder>.calibration.json`), keyed by the
-collection, its corpus file (or, without one, its change log), the model and the BM25 settings,
-so it is measured once per corpus at the first hybrid search, not after each add; a read-only
+collection, its corpus file (without one: its size, to a power of two), the model and the BM25
+settings, so it is measured once per corpus at the first hybrid search, not after each add; a read-only
 server (security.read_only) or one that cannot write there keeps it for the process only.
 """
 
@@ -91,8 +91,9 @@ def measure(s: Session, dense_rows: Rows, bm25_rows: Rows) -> dict[str, Any]:
 def _key(s: Session) -> str:
     bm25 = s.config.backend_configs.bm25
     model = s.embedder.model_id if s.embedder is not None else None
-    # a collection made only of added documents has no corpus file: its change log stands for it
-    contents = corpus_manifest(s.docs) if s.docs is not None else {"log_generation": s.collection.changes.generation}
+    # a collection made only of added documents has no corpus file: measured again when its size
+    # doubles, not after every add
+    contents = corpus_manifest(s.docs) if s.docs is not None else {"size_class": len(s.collection).bit_length()}
     return json.dumps({"collection": str(s.config.paths().bm25), "contents": contents, "model": model,
                        "lang": bm25.lang, "tokenizer": bm25.tokenizer, "method": bm25.method, "k1": bm25.k1,
                        "b": bm25.b, "probes": PROBES, "words": WORDS, "seed": SEED}, sort_keys=True, default=str)

@@ -104,7 +104,7 @@ class BM25Config(Section):
     k1: float = Field(1.5, gt=0)
     b: float = Field(0.75, ge=0, le=1)
     # adds and deletes since bm25_index, as a fraction of its documents, past which a change
-    # rebuilds BM25 in full; below it added documents are a delta (sparse_delta.py). 0: always rebuild
+    # rebuilds BM25 in full; below it added documents are a delta (sparse.py Delta). 0: always rebuild
     rebuild_fraction: float = Field(0.1, ge=0)
 
 

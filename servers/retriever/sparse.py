@@ -132,7 +132,7 @@ class BM25Index:
         self._rows = rows  # index position -> collection row; None: the same number
         self._tokenizer = tokenizer
         self.manifest = manifest
-        self.delta = delta  # documents added since the build (sparse_delta.py)
+        self.delta = delta  # documents added since the build (Delta, below)
         # Tokenizer id -> column of the model's score matrix (-1: not in the index), built once,
         # so a query is tokenized to ids and looked up without a per-query reverse vocabulary.
         vocab = tokenizer.get_vocab_dict()
@@ -155,7 +155,7 @@ class BM25Index:
                   "avgdl": float(ids.offsets[-1]) / max(len(ids), 1)}
         return cls(model, tokenizer, params, rows)
 
-    # -- what a delta (sparse_delta.py) reads of its base --------------------------------------
+    # -- what a delta (Delta, below) reads of its base -------------------------------------------
 
     model = property(lambda self: self._model)
     tokenizer = property(lambda self: self._tokenizer)
@@ -183,22 +183,24 @@ class BM25Index:
         k1 + 1 for atire and bm25l, k1 + 1 + delta for bm25+). Adaptive fusion divides by it."""
         from bm25s.scoring import _select_idf_scorer
 
-        m = self._model
+        m, delta = self._model, self.delta
         idf = _select_idf_scorer(m.idf_method)
         sup = {"lucene": 1.0, "robertson": 1.0, "atire": m.k1 + 1, "bm25l": m.k1 + 1}.get(m.method, m.k1 + 1 + m.delta)
-        delta = self.delta
-        tokenizer = delta.tokenizer if delta is not None else self._tokenizer
-        n = self.documents + (len(delta) if delta is not None else 0)
         out = []
-        for token_ids in tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False):
+        for token_ids in self._tokenized(queries):
             dfs = [self.df(t) + (delta.df(t) if delta is not None else 0) for t in token_ids]
-            out.append(sup * math.fsum(idf(df, N=n) for df in dfs if df > 0))
+            out.append(sup * math.fsum(idf(df, N=len(self)) for df in dfs if df > 0))
         return out
+
+    def _tokenized(self, queries: Sequence[str]) -> list[list[int]]:
+        """Queries as token ids, with the delta's vocabulary when there is one (it holds the base's)."""
+        tokenizer = self.delta.tokenizer if self.delta is not None else self._tokenizer
+        return tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
 
     def live_documents(self, live: np.ndarray) -> int:
         """Documents of this index still live (`live`: the collection's mask over rows)."""
-        rows = self.base_rows() if self.delta is None else np.concatenate([self.base_rows(), self.delta.rows])
-        return int(np.count_nonzero(live[rows]))
+        delta = int(np.count_nonzero(live[self.delta.rows])) if self.delta is not None else 0
+        return int(np.count_nonzero(live[self.base_rows()])) + delta
 
     @classmethod
     def load(cls, folder: Path, cfg: BM25Config) -> BM25Index | None:
@@ -253,8 +255,7 @@ class BM25Index:
         term with the query are not results, so a query of unknown words finds none.
         `allowed` (a boolean mask over rows) zeroes every other row before the top k is taken."""
         delta = self.delta
-        tokenizer = delta.tokenizer if delta is not None else self._tokenizer
-        tokens = tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
+        tokens = self._tokenized(queries)
         mask = allowed if allowed is None or self._rows is None else allowed[self._rows]
         delta_mask = None if allowed is None or delta is None else allowed[delta.rows]
         rows_out, scores_out = [], []
