@@ -30,8 +30,9 @@ def fused_rows(
         for name, (rows, scores) in rankings.items()
     }
     row_of = {docs.ids[r]: r for rows, _ in rankings.values() for r in rows.tolist() if r >= 0}
-    scaled = [[(key, s / (scales or {}).get(name, 1.0)) for key, s in ranking] for name, ranking in named.items()]
-    fused = fuse(method, scaled, weights, k, limit=top_k)
+    lists = list(named.values()) if not scales else [
+        [(key, s / scales.get(name, 1.0)) for key, s in ranking] for name, ranking in named.items()]
+    fused = fuse(method, lists, weights, k, limit=top_k)
     rank_of = {name: {doc_id: rank for rank, (doc_id, _) in enumerate(ranking)} for name, ranking in named.items()}
     sources = [{name: source_of(named[name], rank_of[name].get(doc_id)) for name in named} for doc_id, _ in fused]
     rows = np.asarray([row_of[doc_id] for doc_id, _ in fused], dtype=np.int64)

@@ -127,7 +127,7 @@ class Hybrid:
         """Adaptive fusion's absolute scales, per query: BM25 over the highest score its terms
         allow; cosine as it is (inner products of unnormalised vectors: over the query's best)."""
         if self.options.fusion != "adaptive" or s.bm25 is None:
-            return [{} for _ in queries]
+            return [{} for _ in queries]  # the other fusions take scores as they are
         normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
         out = []
         for bound, scores in zip(s.bm25.bounds(queries), d_scores):
