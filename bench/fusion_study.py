@@ -152,20 +152,26 @@ def _combine(parts: list[dict[str, float]], weights: list[float], missing: list[
 
 
 def rrf(d: Ranking, b: Ranking, w: float = 0.5, k: float = 60, depth: int = 1000) -> Ranking:
-    parts = [{key: 1 / (k + r) for r, (key, _) in enumerate(x[:depth], 1)} for x in (d, b)]
-    return _combine(parts, [w, 1 - w], [0, 0])
+    """The server's RRF (retriever.fusion)."""
+    from retriever.fusion import fuse
 
-
-def minmax(x: Ranking, lo: float | None = None) -> dict[str, float]:
-    if not x:
-        return {}
-    hi, low = x[0][1], x[-1][1] if lo is None else lo
-    span = hi - low
-    return {k: (s - low) / span if span > 0 else 1.0 for k, s in x}
+    return fuse("rrf", [d[:depth], b[:depth]], [w, 1 - w], k, limit=100)
 
 
 def convex(d: Ranking, b: Ranking, w: float = 0.5, depth: int = 500) -> Ranking:
-    return _combine([minmax(d[:depth]), minmax(b[:depth])], [w, 1 - w], [0, 0])
+    """The server's convex combination of min-max scores (retriever.fusion)."""
+    from retriever.fusion import fuse
+
+    return fuse("convex", [d[:depth], b[:depth]], [w, 1 - w], limit=100)
+
+
+def minmax(x: Ranking, lo: float) -> dict[str, float]:
+    """Min-max from a theoretical minimum `lo` to the observed best (TM2C2; the server's minmax
+    takes the observed minimum)."""
+    if not x:
+        return {}
+    span = x[0][1] - lo
+    return {k: (s - lo) / span if span > 0 else 1.0 for k, s in x}
 
 
 def zscore(d: Ranking, b: Ranking, w: float = 0.5, depth: int = 500) -> Ranking:
