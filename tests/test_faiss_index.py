@@ -102,14 +102,21 @@ def test_a_call_sets_nprobe_and_ef_search_for_itself() -> None:
         FaissIndex.build(vectors, chunk=400).search(queries, 10, ann={"nprobe": 4})
 
 
-def test_nprobe_through_the_tools(tmp_path) -> None:
-    from conftest import MCP, engine_for, write_project
+def ivf_engine(config, factory: str, nprobe: int):  # noqa: ANN001, ANN201 - a Path in, a Retriever out
+    """The sample project with an IVF index from the YAML, embedded and indexed."""
+    from conftest import engine_for
 
-    config = write_project(tmp_path / "p")
-    engine = engine_for(config, {"index_backend_configs": {"faiss": {"index_factory": "IVF4,Flat", "nprobe": 1}}})
+    engine = engine_for(config, {"index_backend_configs": {"faiss": {"index_factory": factory, "nprobe": nprobe}}})
     engine.init()
     engine.embed(progress=False)
     engine.index()
+    return engine
+
+
+def test_nprobe_through_the_tools(tmp_path) -> None:
+    from conftest import MCP, write_project
+
+    engine = ivf_engine(write_project(tmp_path / "p"), "IVF4,Flat", 1)
     engine.bm25_index(progress=False)
     mcp = MCP(engine)
     s = engine.session
@@ -135,10 +142,7 @@ def test_an_ivf_index_from_the_yaml_answers_filtered_searches(tmp_path) -> None:
     from conftest import engine_for, write_project
 
     config = write_project(tmp_path / "p")
-    engine = engine_for(config, {"index_backend_configs": {"faiss": {"index_factory": "IVF2,Flat", "nprobe": 2}}})
-    engine.init()
-    engine.embed(progress=False)
-    engine.index()
+    engine = ivf_engine(config, "IVF2,Flat", 2)
     flt = {"field": "meta.topic", "operator": "==", "value": "biology"}
     hits = engine.search("cells and DNA", 3, filters=flt)[0]
     assert len(hits) == 3 and all(h.metadata["topic"] == "biology" for h in hits)
