@@ -130,6 +130,20 @@ def test_a_call_sets_ef_or_nprobe(uri: str) -> None:
         flat.close()
 
 
+def test_a_released_collection_is_loaded_before_the_first_read(store: MilvusStore) -> None:
+    """A new process finds a collection released (Milvus Lite releases it when the process that
+    loaded it ends; a server after a release or restart): its first read loads it."""
+    ids, vectors, texts, metas = rows(20)
+    store.upsert(ids, vectors, texts, metas)
+    store._client.release_collection(store.collection)
+    fresh = MilvusStore(store.uri, None, store.collection)
+    try:
+        assert fresh.search(vectors[:1], k=1)[0][0][0] == "d0"
+        assert fresh.count() == 20
+    finally:
+        fresh.close()
+
+
 def test_upsert_replaces(store: MilvusStore) -> None:
     ids, vectors, texts, metas = rows(10)
     store.upsert(ids, vectors, texts, metas)

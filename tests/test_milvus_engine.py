@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import MCP, SAMPLE, engine_for
+from conftest import MCP, SAMPLE, cli_json, copy_built, engine_for, run_cli
 from retriever.errors import IndexMismatchError
 from retriever.filters import parse
 
@@ -172,3 +172,19 @@ def test_collections_are_listed_with_counts_model_and_dimension(project: Path) -
     mine = listed[m.config.collection_name]
     assert (mine["documents"], mine["dimension"], mine["index_backend"]) == (30, 384, "milvus")
     assert mine["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_lite_collection_indexed_by_one_process_is_searched_by_the_next(tmp_path: Path, built_project: Path) -> None:
+    """`retriever index` then `retriever search` in a new process: Milvus Lite releases a collection
+    when its process ends, and the next process must load it before it searches."""
+    import yaml
+
+    config = copy_built(built_project, tmp_path / "p")
+    cfg = yaml.safe_load(config.read_text())
+    cfg["index_backend"] = "milvus"
+    cfg["index_backend_configs"]["milvus"] = {"uri": str(tmp_path / "m.db")}
+    config.write_text(yaml.safe_dump(cfg))
+    built = run_cli("index", "--mode", "dense", "--config", str(config))
+    assert built.returncode == 0, built.stderr[-2000:]
+    hits = cli_json("search", "How do plants turn sunlight into sugar?", "-k", "3", "--json", "--config", str(config))
+    assert len(hits) == 3 and hits[0]["id"] == "doc00", hits

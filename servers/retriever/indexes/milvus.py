@@ -100,6 +100,7 @@ class MilvusStore:
         self.read_consistency = read_consistency
         # writes made / writes a finished Strong read has seen: reads are Strong until they match
         self._writes, self._seen = 1, 0
+        self._loaded = False  # known to be loaded into memory (a search needs it); checked at the first read
         if chunk < 1:
             raise InvalidInputError(f"index_chunk_size must be >= 1, got {chunk}")
         self.uri = uri
@@ -160,6 +161,7 @@ class MilvusStore:
         # implement (it logs an error); the collection is empty, and load waits for the index anyway
         self._call("create_index", self._client.create_index, self.collection, index, sync=False)
         self._call("load_collection", self._client.load_collection, self.collection)
+        self._loaded = True
         self._set_info(dimension, info)
 
     def _set_info(self, dimension: int, info: dict[str, Any]) -> None:
@@ -214,6 +216,7 @@ class MilvusStore:
 
     def drop(self) -> None:
         self._call("drop_collection", self._client.drop_collection, self.collection)
+        self._loaded = False
         if _is_lite(self.uri):
             self._lite_infos({self.collection: None})
 
@@ -343,8 +346,24 @@ class MilvusStore:
     def _ids_expr(self, ids: Sequence[str]) -> str:
         return f"{self.fields.id} in {json.dumps(list(ids), ensure_ascii=False)}"
 
+    def _ensure_loaded(self) -> None:
+        """Load the collection before this process's first read: a collection another process made
+        is released when that process ends on Milvus Lite (and after a release or restart on a
+        server), and a search or query of a released collection fails."""
+        if self._loaded:
+            return
+        state = self._call("get_load_state", self._client.get_load_state, self.collection)["state"]
+        if state.name == "NotExist":  # the read itself says the collection is missing
+            return
+        if state.name != "Loaded":
+            log.info("loading Milvus collection %r (state %s)", self.collection, state.name)
+            self._call("load_collection", self._client.load_collection, self.collection)
+        self._loaded = True
+
     def _read(self, op: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """A read: Strong while a write of this store may be unseen, else read_consistency."""
+        """A read: Strong while a write of this store may be unseen, else read_consistency; the
+        collection is loaded first if it is not."""
+        self._ensure_loaded()
         writes = self._writes
         if self._seen >= writes:
             return self._call(op, fn, *args, consistency_level=self.read_consistency, **kwargs)
