@@ -120,6 +120,22 @@ def test_not_json_and_write_tools_refused(service: Deploy) -> None:
     assert r.status_code == 404 and "read-only" in r.json()["error"]
 
 
+def _pieces(body: bytes, size: int = 1 << 20) -> Iterator[bytes]:
+    """`body` as an iterator: httpx sends it chunked, with no Content-Length."""
+    for start in range(0, len(body), size):
+        yield body[start:start + size]
+
+
+@pytest.mark.parametrize(("body", "status"), [
+    pytest.param(json.dumps({"query_list": ["what is BM25?"], "top_k": 1}).encode(), 200, id="within-the-limit"),
+    pytest.param(b" " * (16 * 1024 * 1024 + 1), 413, id="over-the-limit"),  # limits.max_request_bytes: 16 MiB
+])
+def test_a_chunked_body_is_held_to_the_limit(service: Deploy, body: bytes, status: int) -> None:
+    r = service.client.post("/search", content=_pieces(body), headers={"content-type": "application/json"})
+    assert "content-length" not in r.request.headers and r.request.headers["transfer-encoding"] == "chunked"
+    assert r.status_code == status, r.text[:300]
+
+
 def test_tokens(service: Deploy) -> None:
     search = {"query_list": ["what is BM25?"], "top_k": 1}
     assert httpx.post(f"{service.url}/search", json=search).status_code == 401

@@ -233,6 +233,50 @@ def test_http_with_either_token_and_the_stock_client(http_server: str) -> None:
         assert init.is_error and "serves every client" in init.content[0].text
 
 
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "test", "version": "0"}}}
+SMALL_LIMIT = 65536  # under the MCP transport's own 4 MiB bound, so this server's bound is the one met
+
+
+@pytest.fixture(scope="module")
+def small_limit_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """`retriever serve --transport http` with limits.max_request_bytes = SMALL_LIMIT."""
+    from embedding_servers import wait_http
+
+    port = free_port()
+    log = (tmp_path_factory.mktemp("small") / "stderr.log").open("w+")
+    env = {**os.environ, "RETRIEVER_HTTP_TOKENS": "tok-small-333"}
+    proc = subprocess.Popen([str(BIN / "retriever"), "serve", "--config", str(built_project), "--transport", "http",
+                             "--port", str(port), "--set", f"limits.max_request_bytes={SMALL_LIMIT}"],
+                            stderr=log, env=env)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        wait_http(url, proc, lambda: log.seek(0) or log.read()[-3000:], timeout=120, any_status=True)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.mark.parametrize(("body", "status"), [
+    pytest.param(json.dumps(INITIALIZE).encode(), 200, id="within-the-limit"),
+    pytest.param(b" " * (SMALL_LIMIT + 1), 413, id="over-the-limit"),
+])
+def test_http_holds_a_chunked_body_to_the_limit(small_limit_server: str, body: bytes, status: int) -> None:
+    import httpx
+
+    def pieces() -> Any:  # an iterator: httpx sends it chunked, with no Content-Length
+        for start in range(0, len(body), 4096):
+            yield body[start:start + 4096]
+
+    r = httpx.post(small_limit_server, content=pieces(), timeout=60, headers={
+        "authorization": "Bearer tok-small-333", "content-type": "application/json",
+        "accept": "application/json, text/event-stream"})
+    assert r.request.headers["transfer-encoding"] == "chunked"
+    assert r.status_code == status, r.text[:300]
+
+
 def test_http_refuses_to_bind_off_loopback_without_tokens(built_project: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "RETRIEVER_HTTP_TOKENS"}
     proc = subprocess.run([str(BIN / "retriever"), "serve", "--config", str(built_project), "--transport", "http",

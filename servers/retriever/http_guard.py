@@ -85,6 +85,12 @@ class HTTPGuard:
         if problem is not None:
             await _refuse(send, *problem)
             return
+        if not headers.get("content-length", "").isdigit():  # chunked: read it here, within the bound
+            messages = await self._read_body(receive)
+            if messages is None:
+                await _refuse(send, 413, f"request body over {self.max_bytes} bytes (limits.max_request_bytes)")
+                return
+            receive = _replay(messages, receive)
         await self.app(scope, self._bounded(receive, send), send)
 
     def _check(self, headers: dict[str, str], path: str) -> tuple[int, str] | None:
@@ -110,6 +116,21 @@ class HTTPGuard:
         host = rest.rsplit(":", 1)[0] if not rest.endswith("]") else rest
         return scheme in ("http", "https") and is_loopback(host)
 
+    async def _read_body(self, receive: Receive) -> list[MutableMapping[str, Any]] | None:
+        """The messages of a body sent without Content-Length, read whole; None once it passes
+        `max_bytes` (the app never sees it, so the client gets 413, not the app's error)."""
+        messages, seen = [], 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":  # a disconnect: the app hears it in turn
+                return messages
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                return None
+            if not message.get("more_body", False):
+                return messages
+
     def _bounded(self, receive: Receive, send: Send) -> Receive:
         seen = 0
 
@@ -123,6 +144,16 @@ class HTTPGuard:
             return message
 
         return bounded
+
+
+def _replay(messages: list[MutableMapping[str, Any]], receive: Receive) -> Receive:
+    """`messages` first, then the connection's own (a disconnect after the body)."""
+    pending = list(messages)
+
+    async def replay() -> MutableMapping[str, Any]:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
 
 
 class RequestTooLarge(Exception):
