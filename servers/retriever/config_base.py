@@ -4,9 +4,9 @@ written empty taking its defaults, and the model every section is (unknown keys 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
+from pydantic import AfterValidator, BaseModel, ConfigDict, PrivateAttr, ValidationInfo
 
 
 def _resolve(value: Path, info: ValidationInfo) -> Path:
@@ -29,3 +29,16 @@ class Section(BaseModel):
 
     # allow_inf_nan=False: NaN or infinity in any float (YAML or tool argument) is an error
     model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
+    # Set by the guard (guard.py confine_keys) on a section whose URL a tool call gave: its key
+    # may then come from that call only, never from the YAML or the environment. Not a YAML key.
+    _url_from_call: bool = PrivateAttr(default=False)
+
+    @property
+    def url_from_call(self) -> bool:
+        return self._url_from_call
+
+    def with_url_from_call(self, **update: Any) -> Self:
+        """A copy (with `update`) marked as holding a URL a tool call gave."""
+        copy = self.model_copy(update=update)
+        copy._url_from_call = True
+        return copy

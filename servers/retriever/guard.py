@@ -1,5 +1,7 @@
 """What a client may ask for: paths inside the operator's roots, no endpoints or keys of its own,
-and no settings other than the operator's over HTTP unless the YAML allows it.
+and no settings other than the operator's over HTTP unless the YAML allows it. Where the operator
+lets calls name endpoints (security.client_endpoints), a key from the YAML or the environment still
+goes only to the URL from the same place: a URL from a call gets only a key from that call, or none.
 
 The operator (parameter.yaml, `--set` on the command line) is trusted; a tool call is not. A
 value a call passes that equals the operator's is no change and always allowed, so a pipeline
@@ -8,6 +10,7 @@ that repeats its YAML's settings in `retriever_init` keeps working.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
@@ -19,6 +22,17 @@ from .errors import ForbiddenError
 # Set by the layers that serve clients (the MCP tools) for the duration of a call: the checks
 # below apply to it. The Python API and the command line are the operator's, and trusted.
 FROM_CLIENT: ContextVar[bool] = ContextVar("retriever_from_client", default=False)
+
+# Where requests go -> the credential sent with them (dotted keys of Config). retriever_url and
+# its remote.token: remote.py (retriever_deploy_search reads the operator's config only).
+KEYED_URLS = {
+    "backend_configs.openai.base_url": "backend_configs.openai.api_key",
+    "backend_configs.infinity.url": "backend_configs.infinity.api_key",
+    "llm.base_url": "llm.api_key",
+    **{f"websearch_backend_configs.{p}.base_url": f"websearch_backend_configs.{p}.api_key"
+       for p in ("exa", "tavily", "zhipuai")},
+}
+MILVUS_TOKEN_ENV = "MILVUS_TOKEN"  # what indexes/milvus_index.py falls back to
 
 def changed_keys(base: Config, cfg: Config) -> list[str]:
     """Dotted keys whose value in `cfg` differs from the operator's `base`."""
@@ -77,6 +91,7 @@ def check_client_config(base: Config, cfg: Config, base_dir: Path | None, http: 
     if endpoints and not base.security.client_endpoints:
         raise ForbiddenError(f"retriever_init: {endpoints[0]} comes from parameter.yaml or the environment, not "
                              "from a tool call (the operator can set security.client_endpoints: true)")
+    confine_keys(cfg, changed)
     roots = allowed_roots(base, base_dir)
     paths = cfg.local_paths()
     for key in changed:
@@ -84,3 +99,40 @@ def check_client_config(base: Config, cfg: Config, base_dir: Path | None, http: 
             _check_inside(paths[key], roots, key)
         elif key == "model_name_or_path" and Path(cfg.model_name_or_path).expanduser().exists():
             _check_inside(Path(cfg.model_name_or_path).expanduser(), roots, key)
+
+
+def confine_keys(cfg: Config, changed: list[str]) -> None:
+    """A key from the YAML or the environment goes only to the URL from the same place. In `cfg`
+    (a client's, fresh from with_overrides), each section whose URL the call changed keeps only a
+    key the call gave and is marked (Section.url_from_call) so that no key from the environment is
+    added where the key is read (embedders/remote.py, websearch/, llm/client.py)."""
+    for url, key in KEYED_URLS.items():
+        if url not in changed:
+            continue
+        path, field = key.rsplit(".", 1)
+        parent_path, _, name = path.rpartition(".")
+        parent = _at(cfg, parent_path)
+        section = getattr(parent, name)
+        setattr(parent, name, section.with_url_from_call(**({} if key in changed else {field: None})))
+    _confine_milvus(cfg, changed)
+
+
+def _at(cfg: Config, dotted: str) -> Any:
+    node: Any = cfg
+    for part in filter(None, dotted.split(".")):
+        node = getattr(node, part)
+    return node
+
+
+def _confine_milvus(cfg: Config, changed: list[str]) -> None:
+    """The Milvus section reads MILVUS_TOKEN itself whenever its token is empty (indexes/), so a
+    server URI from a call without a token of the call's own is refused while that variable is set."""
+    milvus = cfg.index_backend_configs.milvus
+    if "index_backend_configs.milvus.uri" not in changed or "://" not in milvus.uri:
+        return
+    if "index_backend_configs.milvus.token" not in changed:
+        milvus = cfg.index_backend_configs.milvus = milvus.model_copy(update={"token": None})
+    if not milvus.token and os.environ.get(MILVUS_TOKEN_ENV, "").strip():
+        raise ForbiddenError(f"retriever_init: index_backend_configs.milvus.uri comes from this call, so it is "
+                             f"sent only a token from the same call, never the operator's {MILVUS_TOKEN_ENV}; pass "
+                             "index_backend_configs.milvus.token with it")

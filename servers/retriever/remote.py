@@ -1,8 +1,8 @@
 """The client of a deployed retriever (`retriever deploy`, or UltraRAG's own deploy script):
 `POST <retriever_url>/search` with UltraRAG's request shape plus ours, retried on connection
 errors, 429 and 5xx with backoff (the server's Retry-After first). The bearer token comes from
-the YAML's `remote.token` or the environment (`remote.token_env`); it never appears in a log or
-an error."""
+the YAML's `remote.token` or the environment (`remote.token_env`), is sent only to the YAML's
+`retriever_url`, and never appears in a log or an error."""
 
 from __future__ import annotations
 
@@ -47,14 +47,18 @@ def target(cfg: Config, given: str | None) -> str:
     return search_url(url)
 
 
-def token(cfg: Config) -> str | None:
+def token(cfg: Config, url: str | None = None) -> str | None:
+    """The operator's token (YAML or environment), for the operator's `retriever_url` only: a URL
+    a call names (security.client_endpoints) is sent no token."""
+    if url is not None and (not cfg.retriever_url or search_url(cfg.retriever_url) != url):
+        return None
     return cfg.remote.token or os.environ.get(cfg.remote.token_env) or None
 
 
 def deploy_search(cfg: Config, url: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """The service's reply to `payload`; a RemoteError naming the URL and status if it still
-    fails after `remote.max_retries` retries."""
-    secret = token(cfg)
+    """The service's reply to `payload` (`cfg`: the operator's); a RemoteError naming the URL and
+    status if it still fails after `remote.max_retries` retries."""
+    secret = token(cfg, url)
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
     policy = RetryPolicy(cfg.remote.max_retries, base_delay=0.5, max_delay=10.0)
     with httpx.Client(timeout=cfg.remote.timeout, headers=headers) as client:

@@ -45,9 +45,10 @@ class ServerSettings:
     normalize: bool
 
 
-def resolve_key(configured: str) -> str:
-    """The YAML's key, else $RETRIEVER_API_KEY, else $OPENAI_API_KEY, else a placeholder."""
-    for value in (configured, *(os.environ.get(name, "") for name in KEY_ENV)):
+def resolve_key(configured: str, environment: bool = True) -> str:
+    """The configured key, else $RETRIEVER_API_KEY, else $OPENAI_API_KEY, else a placeholder. No
+    key from the environment for a URL a tool call gave (`environment` false; guard.py)."""
+    for value in (configured, *(os.environ.get(name, "") for name in KEY_ENV if environment)):
         if value.strip():
             return value.strip()
     return NO_KEY
@@ -72,7 +73,7 @@ def infinity_settings(cfg: Config) -> ServerSettings:
 def _settings(cfg: Config, section: Any, base_url: str, model: str) -> ServerSettings:
     key = section.api_key.get_secret_value() if section.api_key is not None else ""
     return ServerSettings(
-        base_url=base_url.rstrip("/"), model=model, api_key=resolve_key(key),
+        base_url=base_url.rstrip("/"), model=model, api_key=resolve_key(key, not section.url_from_call),
         concurrency=section.concurrency, timeout=section.timeout, max_retries=section.max_retries,
         batch_size=section.batch_size or cfg.batch_size,
         normalize=cfg.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings,

@@ -37,7 +37,8 @@ class ChatClient:
             raise MissingDependencyError("openai", "mcp-retriever[openai]") from e
         self.cfg = cfg
         configured = cfg.api_key.get_secret_value() if cfg.api_key is not None else ""
-        self._key = configured.strip() or os.environ.get(KEY_ENV, "").strip() or NO_KEY
+        from_env = "" if cfg.url_from_call else os.environ.get(KEY_ENV, "")  # a call's URL: its key only (guard.py)
+        self._key = configured.strip() or from_env.strip() or NO_KEY
         self._openai = openai
         self._client = openai.OpenAI(base_url=cfg.base_url.rstrip("/"), api_key=self._key, timeout=cfg.timeout,
                                      max_retries=cfg.max_retries)

@@ -39,7 +39,10 @@ def build_websearch(cfg: Config, provider: str, env: Mapping[str, str] | None = 
     name = check_provider(provider)
     pcfg = getattr(cfg.websearch_backend_configs, name)
     configured = pcfg.api_key.get_secret_value() if pcfg.api_key else None
-    key = resolve_key(name, configured, dict(os.environ if env is None else env))
+    if pcfg.url_from_call and not (configured or "").strip():  # guard.py: never the operator's key
+        raise WebsearchAuthError(f"{name}: base_url comes from this tool call, so it is sent only an api_key from "
+                                 f"the same call, never the operator's; pass websearch_backend_configs.{name}.api_key")
+    key = resolve_key(name, configured, {} if pcfg.url_from_call else dict(os.environ if env is None else env))
     match name:
         case "exa":
             from .exa import ExaSearcher

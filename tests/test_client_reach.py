@@ -1,0 +1,181 @@
+"""Issue 31, the high findings: what a client's call may reach in UltraRAG mode (where
+security.client_endpoints is true). A key from the YAML or the environment travels only with the
+URL from the same place; a model from a call is a local folder inside the roots or one the
+operator lists, never with remote code; a write from a call never replaces a file this program
+did not write; every path a call names is guarded, cache_dir included."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import MCP
+from embedding_servers import FakeServer
+from fake_web import FakeProvider, start, stop
+from retriever import Retriever
+from retriever.config import load_config
+from retriever.mcp import build_server
+
+try:  # moving from pipeline/ to api/ while this was written
+    from retriever.api.ultrarag import ultrarag_overrides
+except ImportError:
+    from retriever.pipeline.ultrarag import ultrarag_overrides  # type: ignore[no-redef,attr-defined]
+
+KEY = "sk-OPERATOR-5e6f7a8b9c0d"  # the operator's, in the YAML or the environment
+CLIENT_KEY = "sk-client-own-1a2b3c"
+WEB_ENV = {"exa": "EXA_API_KEY", "tavily": "TAVILY_API_KEY", "zhipuai": "ZHIPUAI_API_KEY"}
+
+
+class UltraRAG(MCP):
+    """The in-memory MCP client of `serve --ultrarag` over `engine`."""
+
+    def __init__(self, engine: Retriever) -> None:
+        self.server = build_server(engine, ultrarag=True)
+
+
+def ultrarag_engine(project: Path, **yaml_changes: Any) -> Retriever:
+    """The engine `serve --ultrarag` makes of `project` (its folder the working directory)."""
+    if yaml_changes:
+        cfg = yaml.safe_load(project.read_text())
+        for key, value in yaml_changes.items():
+            cfg[key] = value
+        project.write_text(yaml.safe_dump(cfg))
+    cfg = load_config(project, ultrarag_overrides(project.parent, "faiss", []))
+    assert cfg.security.client_endpoints
+    engine = Retriever(cfg, project.parent)
+    engine.ultrarag = True
+    return engine
+
+
+# ---- 1. a key travels only with the URL it was configured for ---------------------------------
+
+
+@pytest.fixture
+def embedding_server() -> Iterator[FakeServer]:
+    server = FakeServer()
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("where", ["environment", "yaml"])
+def test_an_embedding_url_from_a_call_gets_no_operator_key(project: Path, embedding_server: FakeServer,
+                                                           monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    if where == "environment":
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("RETRIEVER_API_KEY", KEY)
+        engine = ultrarag_engine(project)
+    else:
+        backend_configs = yaml.safe_load(project.read_text())["backend_configs"]
+        backend_configs["openai"]["api_key"] = KEY
+        engine = ultrarag_engine(project, backend_configs=backend_configs)
+    mcp = UltraRAG(engine)
+    mcp.ok("retriever_init", {"backend": "openai", "backend_configs": {"openai": {
+        "base_url": embedding_server.url, "model_name": "fake"}}})
+    assert embedding_server.requests, "the probe reached the client's server"
+    assert all(KEY not in r.authorization for r in embedding_server.requests)
+
+
+def test_an_embedding_url_from_a_call_gets_the_key_from_that_call(project: Path, embedding_server: FakeServer,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    mcp = UltraRAG(ultrarag_engine(project))
+    mcp.ok("retriever_init", {"backend": "openai", "backend_configs": {"openai": {
+        "base_url": embedding_server.url, "model_name": "fake", "api_key": CLIENT_KEY}}})
+    assert {r.authorization for r in embedding_server.requests} == {f"Bearer {CLIENT_KEY}"}
+
+
+def test_the_operators_embedding_url_still_gets_the_operators_key(project: Path, embedding_server: FakeServer,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    backend_configs = yaml.safe_load(project.read_text())["backend_configs"]
+    backend_configs["openai"].update(base_url=embedding_server.url, model_name="fake")
+    mcp = UltraRAG(ultrarag_engine(project, backend_configs=backend_configs))
+    mcp.ok("retriever_init", {"backend": "openai"})  # the YAML's URL: the YAML's (environment's) key
+    assert {r.authorization for r in embedding_server.requests} == {f"Bearer {KEY}"}
+
+
+@pytest.mark.parametrize("provider", ["exa", "tavily", "zhipuai"])
+@pytest.mark.parametrize("where", ["environment", "yaml"])
+def test_a_web_url_from_a_call_gets_no_operator_key(project: Path, monkeypatch: pytest.MonkeyPatch, provider: str,
+                                                    where: str) -> None:
+    fake = start(FakeProvider(provider, KEY))  # it would answer the operator's key
+    try:
+        if where == "environment":
+            monkeypatch.setenv(WEB_ENV[provider], KEY)
+            engine = ultrarag_engine(project)
+        else:
+            engine = ultrarag_engine(project, websearch_backend_configs={provider: {"api_key": KEY}})
+        text = UltraRAG(engine).error("retriever_websearch", {
+            "query_list": ["q"], "websearch_backend": provider,
+            "websearch_backend_configs": {provider: {"base_url": fake.base_url, "max_retries": 0}}})
+        assert "api_key from the same call" in text and KEY not in text
+        assert all(KEY not in json.dumps(r.headers) for r in fake.requests)
+        assert fake.requests == []
+    finally:
+        stop(fake)
+
+
+@pytest.mark.parametrize("provider", ["exa", "tavily", "zhipuai"])
+def test_a_web_url_from_a_call_gets_the_key_from_that_call(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           provider: str) -> None:
+    monkeypatch.setenv(WEB_ENV[provider], KEY)
+    fake = start(FakeProvider(provider, CLIENT_KEY))
+    try:
+        got = UltraRAG(ultrarag_engine(project)).ok("retriever_websearch", {
+            "query_list": ["q"], "websearch_backend": provider, "top_k": 1,
+            "websearch_backend_configs": {provider: {"base_url": fake.base_url, "api_key": CLIENT_KEY}}})
+        assert got["errors"] == [None] and len(fake.requests) == 1
+        assert KEY not in json.dumps(fake.requests[0].headers)
+    finally:
+        stop(fake)
+
+
+class Recorder:
+    """A deployed retriever's stand-in on 127.0.0.1: records each request's Authorization header."""
+
+    def __init__(self) -> None:
+        self.auth: list[str | None] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                recorder.auth.append(self.headers.get("Authorization"))
+                data = json.dumps({"ret_psg": [["p"] for _ in body["query_list"]]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_deploy_url_from_a_call_gets_no_operator_token(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RETRIEVER_REMOTE_TOKEN", KEY)
+    operator, client = Recorder(), Recorder()
+    try:
+        mcp = UltraRAG(ultrarag_engine(project, retriever_url=operator.url))
+        assert mcp.ok("retriever_deploy_search", {"query_list": ["a"], "retriever_url": client.url})["ret_psg"]
+        assert client.auth == [None]
+        mcp.ok("retriever_deploy_search", {"query_list": ["a"]})  # the YAML's URL: the operator's token
+        assert operator.auth == [f"Bearer {KEY}"]
+    finally:
+        operator.close()
+        client.close()
+
