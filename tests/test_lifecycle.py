@@ -18,6 +18,7 @@ NEW = [
      "metadata": {"year": 2025, "topic": "zoology"}},
 ]
 QUOKKA = "small wallaby on Rottnest Island"
+QUOKKA_TWICE = [QUOKKA, "axolotl"]
 
 
 
@@ -121,6 +122,15 @@ def test_named_collections_side_by_side(tmp_path: Path) -> None:
     assert listed["papers"]["documents"] == 30 and listed["papers"]["bm25_index"]
     assert (tmp_path / "c" / "index" / "collections" / "notes" / "docs" / "manifest.json").is_file()
     assert "letters, digits and _" in mcp.error("retriever_init", {"collection_name": "bad-name!"})
+
+
+def test_dense_search_of_an_empty_collection_finds_nothing(tmp_path: Path) -> None:
+    """A named collection with no documents yet (FAISS asserted k > 0: an error with no message)."""
+    mcp = MCP(engine_for(write_project(tmp_path / "c", collection_name="notes", corpus_path=None)))
+    mcp.ok("retriever_init")
+    assert mcp.ok("retriever_search", {"query_list": QUOKKA_TWICE, "top_k": 5})["ret_ids"] == [[], []]
+    assert mcp.ok("retriever_search", {"query_list": QUOKKA_TWICE, "top_k": 5,
+                                       "filters": {"field": "meta.year", "operator": ">=", "value": 2020}})["ret_ids"] == [[], []]
 
 
 def test_lifecycle_tools_through_mcp(mcp_built: MCP, tmp_path: Path, built_project: Path) -> None:

@@ -172,22 +172,22 @@ class FaissIndex:
         candidates (an ID selector), so a selective filter still fills k. The filter `f` itself
         is already in `allowed`. `ann` overrides the YAML's nprobe / efSearch for this search."""
         queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if allowed is not None:
+            allowed = allowed[: len(self)]
+        tuning = {**self.tuning, **check_ann(self._cpu, ann)} if ann else self.tuning  # checked even when empty
+        k = min(k, len(self) if allowed is None else int(allowed.sum()))
+        if k <= 0:  # an empty collection (or nothing allowed): no hits; FAISS asserts k > 0
+            return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0), np.float32)
         faiss = _faiss()
         selector = None
         if allowed is not None:
-            allowed = allowed[: len(self)]
-            k = min(k, int(allowed.sum()))
-            if k == 0:
-                return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0), np.float32)
             bitmap = np.packbits(allowed, bitorder="little")  # a local: alive while FAISS reads it
             selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
         elif self._n != self._cpu.ntotal:  # an older snapshot: rows appended since are not its own
             selector = faiss.IDSelectorRange(0, self._n)
-        k = min(k, len(self))
         if selector is None and not ann:  # the index's own settings (set by tune) serve
             scores, rows = on_compute_thread(self._index.search, queries, k)
             return rows, scores
-        tuning = {**self.tuning, **check_ann(self._cpu, ann)} if ann else self.tuning
         params = search_parameters(self._cpu, selector, tuning)
         scores, rows = on_compute_thread(lambda: self._index.search(queries, k, params=params))
         return rows, scores
