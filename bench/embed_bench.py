@@ -241,7 +241,7 @@ def overhead(n: int, rounds: int = 3) -> str:
         for _ in range(n):
             out.write(next(f))
     e = engine(folder, {"runtime": "torch"}, corpus=folder / "corpus.jsonl", bm25=folder / "bm25")
-    server = build_server(e)
+    server = build_server(e, profile="full")
 
     async def embed() -> float:
         async with Client(server) as client:  # the engine is initialised already

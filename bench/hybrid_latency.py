@@ -42,7 +42,7 @@ def main() -> None:
             "--set", f"embedding_path={INDEX / 'embedding.npy'}", "--set", f"docs_path={INDEX / 'docs'}",
             "--set", f"index_backend_configs.faiss.index_path={INDEX / 'faiss'}",
             "--set", f"backend_configs.bm25.save_path={INDEX / 'bm25'}"]
-    params = StdioServerParameters(command=str(BIN / "retriever"), args=["--log-level", "WARNING", "serve", *sets],
+    params = StdioServerParameters(command=str(BIN / "retriever"), args=["--log-level", "WARNING", "serve", "--tools", "full", *sets],
                                    cwd=str(ROOT))
     queries = scifact_queries(300)
     times: dict[str, list[float]] = {name: [] for name in SETTINGS}

@@ -47,7 +47,7 @@ async def mcp_run() -> tuple[float, dict[str, float]]:
     qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
     queries = load_queries(SCIFACT / "queries.jsonl")
     qids = list(qrels)
-    args = ["--log-level", "WARNING", "serve", *[a for s in SETS for a in ("--set", s)]]
+    args = ["--log-level", "WARNING", "serve", "--tools", "full", *[a for s in SETS for a in ("--set", s)]]
     async with Client(StdioTransport(str(BIN / "retriever"), args, cwd=str(ROOT))) as client:
         await client.call_tool("retriever_init", {})
         result = await client.call_tool("retriever_search", {"query_list": [queries[q] for q in qids], "top_k": 100,

@@ -80,7 +80,7 @@ def main() -> None:
     subprocess.run([str(BIN / "retriever"), "--log-level", "WARNING", "index", "--mode", mode, *sets(out)],
                    check=True, stdout=subprocess.DEVNULL)
     qs = scifact_queries(a.queries)
-    ours = [str(BIN / "retriever"), "--log-level", "WARNING", "serve", *sets(out)]
+    ours = [str(BIN / "retriever"), "--log-level", "WARNING", "serve", "--tools", "full", *sets(out)]
     rows = []
     tools = ["bm25_search"] + (["retriever_search"] if a.dense else [])
     for tool in tools:
@@ -135,7 +135,7 @@ def http_six_mb(out: Path, qs: list[str]) -> dict[str, Any]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([str(BIN / "retriever"), "--log-level", "WARNING", "serve", "--transport", "http",
+    proc = subprocess.Popen([str(BIN / "retriever"), "--log-level", "WARNING", "serve", "--tools", "full", "--transport", "http",
                              "--port", str(port), "--init", *sets(out)], stderr=subprocess.DEVNULL)
     n = 40
     try:

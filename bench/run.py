@@ -133,7 +133,7 @@ def in_process(out: Path, queries: list[str]) -> dict[str, Any]:
     sets = [s for s in scifact_sets(out) if s != "--set"]
     engine = Retriever(load_config(ROOT / "parameter.yaml", parse_sets(sets)), ROOT)
     engine.init()
-    server = build_server(engine)
+    server = build_server(engine, profile="full")
     res: dict[str, Any] = {}
 
     async def go() -> None:
@@ -169,7 +169,7 @@ def over_stdio(out: Path, queries: list[str]) -> dict[str, Any]:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(command=str(BIN / "retriever"),
-                                   args=["--log-level", "WARNING", "serve", *scifact_sets(out)], cwd=str(ROOT))
+                                   args=["--log-level", "WARNING", "serve", "--tools", "full", *scifact_sets(out)], cwd=str(ROOT))
     res: dict[str, Any] = {}
 
     async def go() -> None:

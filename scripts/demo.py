@@ -24,7 +24,7 @@ QUERIES = [
 async def main(config: Path) -> None:
     server = StdioTransport(
         command=str(Path(sys.executable).with_name("retriever")),
-        args=["--log-level", "WARNING", "serve", "--config", str(config)],
+        args=["--log-level", "WARNING", "serve", "--tools", "full", "--config", str(config)],
     )
     async with Client(server, timeout=600) as client:
         steps = [

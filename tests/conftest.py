@@ -109,7 +109,7 @@ class MCP:
     """A real fastmcp Client over an in-memory transport, driven synchronously."""
 
     def __init__(self, engine: Retriever) -> None:
-        self.server = build_server(engine)
+        self.server = build_server(engine, profile="full")
 
     def call(self, tool: str, args: dict[str, Any] | None = None) -> Any:
         async def run() -> Any:
@@ -159,7 +159,7 @@ def http_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -
     port = free_port()
     log = (tmp_path_factory.mktemp("http") / "stderr.log").open("w+")
     env = {**os.environ, "RETRIEVER_HTTP_TOKENS": "tok-old-111,tok-new-222"}
-    proc = subprocess.Popen([str(BIN / "retriever"), "serve", "--config", str(built_project), "--transport",
+    proc = subprocess.Popen([str(BIN / "retriever"), "serve", "--config", str(built_project), "--tools", "full", "--transport",
                              "http", "--port", str(port), "--init"], stderr=log, env=env)
     url = f"http://127.0.0.1:{port}/mcp"
     try:

@@ -37,7 +37,7 @@ plausible = st.sampled_from([
 def fuzz_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     engine = engine_for(copy_built(built_project, tmp_path_factory.mktemp("fuzz") / "p"))
     engine.init()
-    return build_server(engine)
+    return build_server(engine, profile="full")
 
 
 def _tools(server: Any) -> dict[str, list[str]]:
@@ -104,7 +104,7 @@ def test_no_embedding_key_in_any_result_error_or_log(built_project: Path, tmp_pa
         cfg["backend_configs"][backend].update(section)
         cfg["overwrite"] = True
         config.write_text(yaml.safe_dump(cfg))
-        mcp = build_server(engine_for(config))
+        mcp = build_server(engine_for(config), profile="full")
         failures = [
             lambda r: (401, {"error": {"message": f"bad key {r.authorization}"}}),
             lambda r: (500, {"error": {"message": "x" * 285 + r.authorization}}),

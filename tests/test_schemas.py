@@ -14,20 +14,36 @@ import pytest
 from fastmcp import Client
 from retriever import Retriever
 from retriever.config import Config
+from retriever.api.registry import PROFILES, TOOLS
 from retriever.mcp import build_server
 from retriever.search import MODES
 
 SNAPSHOT = Path(__file__).with_name("tool_schemas.json")
 WRITES = {"retriever_ingest", "retriever_embed", "retriever_index", "bm25_index", "retriever_add", "retriever_delete",
-          "retriever_build_image_corpus", "retriever_extract_triples"}
+          "retriever_build_image_corpus", "retriever_extract_triples", "add_documents", "ingest_document",
+          "delete_documents", "build"}
 
 
-def listing(read_only: bool = False) -> dict[str, Any]:
+def engine(ultrarag: bool = False, everything: bool = False, **cfg: Any) -> Retriever:
+    """An engine as `serve` makes it; `everything`: every tool's needs met (an llm section, keys
+    from calls), so every tool is listed."""
+    if everything:
+        cfg |= {"llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}, "security": {"client_endpoints": True}}
+    if ultrarag:
+        cfg |= {"security": {"client_endpoints": True}}
+    e = Retriever(Config.model_validate(cfg))
+    e.ultrarag = ultrarag or everything
+    return e
+
+
+def listing(profile: str = "full", read_only: bool | None = None, e: Retriever | None = None) -> dict[str, Any]:
     async def run() -> dict[str, Any]:
-        async with Client(build_server(Retriever(Config()), read_only=read_only)) as client:
+        server = build_server(e or engine(everything=True), read_only=read_only, profile=profile)
+        async with Client(server) as client:
             return {t.name: {"title": t.title, "description": t.description,
                              "annotations": t.annotations.model_dump(exclude_none=True) if t.annotations else None,
-                             "input_schema": t.input_schema} for t in await client.list_tools()}
+                             "input_schema": t.input_schema, "output_schema": t.output_schema}
+                    for t in await client.list_tools()}
 
     return asyncio.run(run())
 
@@ -35,7 +51,7 @@ def listing(read_only: bool = False) -> dict[str, Any]:
 def test_every_parameter_is_described() -> None:
     tools = listing()
     params = [(name, p, schema) for name, t in tools.items() for p, schema in t["input_schema"]["properties"].items()]
-    assert len(tools) == 30 and len(params) > 100
+    assert set(tools) == {t.name for t in TOOLS} and len(params) > 100
     assert [(n, p) for n, p, s in params if not s.get("description")] == []
 
 
@@ -44,14 +60,16 @@ def test_annotations_say_what_each_tool_does() -> None:
     for name, t in tools.items():
         a = t["annotations"]
         assert t["title"] and a is not None, name
-        if "search" in name or name == "retriever_list_collections":
+        if "search" in name and name not in ("retriever_agentic_search",) or "list_collections" in name:
             assert a["read_only_hint"] is True and a["destructive_hint"] is False, name
-        if name in ("retriever_delete", "retriever_embed", "retriever_index", "bm25_index"):
-            assert a["read_only_hint"] is False and a["destructive_hint"] is True, name
         assert a["idempotent_hint"] is True, name
+    # a tool that replaces or deletes documents or outputs says so
+    assert {n for n, t in tools.items() if t["annotations"]["destructive_hint"]} == WRITES
+    # one that calls a server elsewhere (a web provider, an LLM, a deployed retriever) says so
     assert {n for n, t in tools.items() if t["annotations"].get("open_world_hint")} == {
         n for n in tools if "websearch" in n or n.startswith(("retriever_exa", "retriever_tavily", "retriever_zhipuai"))
-    } | {"retriever_deploy_search"}
+    } | {"retriever_deploy_search", "web_search", "retriever_rewrite_query", "retriever_agentic_search",
+         "retriever_extract_triples", "retriever_infer_filters"}
 
 
 def test_read_only_serves_no_write_tool() -> None:
@@ -60,25 +78,47 @@ def test_read_only_serves_no_write_tool() -> None:
 
 
 def test_read_only_from_the_yaml() -> None:
-    async def run() -> set[str]:
-        cfg = Config.model_validate({"security": {"read_only": True}})
-        async with Client(build_server(Retriever(cfg))) as client:
-            return {t.name for t in await client.list_tools()}
-
-    assert not WRITES & asyncio.run(run())
+    e = engine(security={"read_only": True})
+    for profile in PROFILES:
+        assert not WRITES & set(listing(profile, e=e)), profile
 
 
 def test_modes_come_from_the_registry() -> None:
-    schema = listing()["retriever_multi_query_search"]["input_schema"]["properties"]["mode"]
-    assert sorted(schema["enum"]) == sorted(MODES)
+    tools = listing()
+    for name in ("retriever_multi_query_search", "search"):
+        assert tools[name]["input_schema"]["properties"]["mode"]["enum"] == list(MODES)
+
+
+def test_every_agent_tool_has_an_output_schema() -> None:
+    tools = listing("agent", e=engine(everything=True))
+    assert len(tools) <= 8 and all(t["output_schema"] for t in tools.values())
+
+
+def test_the_agent_profile_fits_its_token_budget() -> None:
+    """At most 8 tools and 4,000 o200k tokens of tools/list (bench/agent_surface.py reports it)."""
+    import bpe_openai
+
+    async def run() -> list[dict[str, Any]]:
+        async with Client(build_server(engine(everything=True), profile="agent")) as client:
+            return [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in await client.list_tools()]
+
+    tools = asyncio.run(run())
+    tokens = len(bpe_openai.get_encoding("o200k_base").encode(json.dumps(tools, separators=(",", ":"))))
+    assert len(tools) <= 8 and tokens <= 4000, (len(tools), tokens)
+
+
+def snapshot() -> dict[str, Any]:
+    """What each face's caller reads: the agent profile with the shipped settings, and UltraRAG's
+    (as `serve --ultrarag` lists it: no llm section, keys from its calls)."""
+    return {"agent": listing("agent", e=engine()), "ultrarag": listing("ultrarag", e=engine(ultrarag=True))}
 
 
 def test_the_schemas_match_the_snapshot() -> None:
     if not SNAPSHOT.is_file():
         pytest.fail(f"no snapshot: run `python {__file__}` to write {SNAPSHOT.name}")
-    assert listing() == json.loads(SNAPSHOT.read_text())
+    assert snapshot() == json.loads(SNAPSHOT.read_text())
 
 
 if __name__ == "__main__":
-    SNAPSHOT.write_text(json.dumps(listing(), indent=1, sort_keys=True) + "\n")
+    SNAPSHOT.write_text(json.dumps(snapshot(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {SNAPSHOT}", file=sys.stderr)

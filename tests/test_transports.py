@@ -17,9 +17,32 @@ from fastmcp.client.transports import StdioTransport
 Q = "what causes earthquakes"
 
 
-def test_stdio_with_the_fastmcp_client(built_project: Path) -> None:
-    async def run() -> dict:
+def test_stdio_plain_serve_is_the_agent_face(built_project: Path) -> None:
+    """A plain `retriever serve` (no flags) over stdio: the agent profile's tools, our version,
+    instructions for that profile, and `search` answering without an init call."""
+    async def run() -> tuple:
         transport = StdioTransport(command=str(BIN / "retriever"), args=["serve", "--config", str(built_project)])
+        async with Client(transport, timeout=120) as client:
+            init = (client.server_info, client.instructions)
+            tools = {t.name for t in await client.list_tools()}
+            hits = await client.call_tool("search", {"query": Q, "top_k": 2})
+            return init, tools, hits.structured_content
+
+    init, tools, out = asyncio.run(run())
+    from retriever.mcp import server_version
+
+    assert tools == {"search", "get_document", "add_documents", "ingest_document", "delete_documents",
+                     "list_collections"}  # web_search: no provider key here
+    info, instructions = init
+    assert info.version == server_version() != "0+unknown"
+    assert "retriever_init" not in instructions and "search" in instructions
+    assert out["results"][0]["hits"][0]["id"] == "doc11"
+
+
+def test_stdio_full_profile_with_the_fastmcp_client(built_project: Path) -> None:
+    async def run() -> dict:
+        transport = StdioTransport(command=str(BIN / "retriever"),
+                                   args=["serve", "--config", str(built_project), "--tools", "full"])
         async with Client(transport, timeout=120) as client:
             tools = {t.name for t in await client.list_tools()}
             assert {"retriever_init", "retriever_embed", "retriever_index", "retriever_search",
@@ -46,7 +69,7 @@ def test_stdout_carries_nothing_but_json_rpc(built_project: Path, tmp_path: Path
     """Raw stdio: every byte on stdout is a JSON-RPC message, while logs go to stderr."""
     stderr = (tmp_path / "stderr.log").open("w+b")
     proc = subprocess.Popen(
-        [str(BIN / "retriever"), "serve", "--config", str(built_project)],
+        [str(BIN / "retriever"), "serve", "--config", str(built_project), "--tools", "full"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
     )
     messages = []
@@ -93,7 +116,7 @@ def http_server(built_project: Path):
     port = _free_port()
     proc = subprocess.Popen(
         [str(BIN / "retriever"), "serve", "--config", str(built_project), "--transport", "http",
-         "--host", "127.0.0.1", "--port", str(port), "--init"],
+         "--host", "127.0.0.1", "--port", str(port), "--init", "--tools", "full"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 120

@@ -130,7 +130,9 @@ def test_build_needs_ultrarag_mode(tmp_path: Path) -> None:
     from conftest import MCP, engine_for, write_project
 
     tools = asyncio.run(_tool_names(MCP(engine_for(write_project(tmp_path / "p"))).server))
-    assert "build" not in tools and "retriever_project_memory_search" in tools
+    assert "build" not in tools and "retriever_search" in tools
+    # UltraRAG's project memory is a Milvus collection per user: not listed with FAISS outside UltraRAG's mode
+    assert "retriever_project_memory_search" not in tools
 
 
 async def _tool_names(server: Any) -> set[str]:
@@ -138,10 +140,11 @@ async def _tool_names(server: Any) -> set[str]:
         return {t.name for t in await client.list_tools()}
 
 
-def test_arguments_ultrarag_passes_are_accepted(tmp_path: Path) -> None:
+def test_arguments_ultrarag_passes_are_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from conftest import MCP, engine_for, write_project
 
-    mcp = MCP(engine_for(write_project(tmp_path / "p")))
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-operator-key")  # the web tool is served; a call's URL is refused
+    mcp = MCP(engine_for(write_project(tmp_path / "p", websearch_backend="tavily")))
     mcp.ok("retriever_init", {})
     err = mcp.error("retriever_embed", {"is_multimodal": True})
     assert "is_multimodal" in err and "call retriever_init with is_multimodal: true" in err

@@ -300,7 +300,7 @@ def test_mcp_websearch_uses_the_configured_backend_and_thread_num(tavily: FakePr
 
 def test_mcp_websearch_batch_keeps_the_groups(tavily: FakeProvider) -> None:
     out = MCP(Retriever(config_for(tavily))).ok(
-        "retriever_websearch_batch", {"batch_query_list": [["a", "b"], "c"], "top_k": 1, "websearch_backend": "tavily"})
+        "retriever_batch_websearch", {"batch_query_list": [["a", "b"], "c"], "top_k": 1, "websearch_backend": "tavily"})
     assert set(out) == {"ret_psg_ls", "ret_urls_ls", "ret_titles_ls", "ret_scores_ls", "errors_ls"}
     assert out["ret_psg_ls"] == [[["a passage 0"], ["b passage 0"]], [["c passage 0"]]]
     assert out["errors_ls"] == [[None, None], [None]]
@@ -308,7 +308,8 @@ def test_mcp_websearch_batch_keeps_the_groups(tavily: FakeProvider) -> None:
 
 def test_mcp_errors_name_what_to_do(tavily: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> None:
     mcp = MCP(Retriever(Config()))
-    assert "websearch_backend must be one of exa, tavily, zhipuai" in mcp.error("retriever_websearch", {"query_list": "a"})
+    text = mcp.error("retriever_websearch", {"query_list": "a"})
+    assert "cannot work with this server's configuration" in text and "websearch_backend" in text
     monkeypatch.delenv("EXA_API_KEY", raising=False)
     assert "EXA_API_KEY" in mcp.error("retriever_exa_search", {"query_list": "a"})
     bad = MCP(Retriever(config_for(tavily, api_key="sk-wrong-key-551")))

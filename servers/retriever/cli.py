@@ -48,9 +48,9 @@ def _engine(args: argparse.Namespace, **overrides: Any) -> Any:
 
 def _ultrarag_engine(args: argparse.Namespace) -> Any:
     """The engine of `serve --ultrarag`: UltraRAG's meanings (pipeline/ultrarag.py)."""
+    from .api.ultrarag import ultrarag_overrides
     from .config import deep_merge, load_config
     from .engine import Retriever
-    from .pipeline.ultrarag import ultrarag_overrides
 
     cwd, sets = Path.cwd(), parse_sets(args.set)
     given = load_config(args.config, sets, base_dir=cwd)  # read once; --set stays over UltraRAG's meanings
@@ -67,7 +67,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine.shared = args.transport == "http"  # one session serves every HTTP client
     if args.init:
         engine.init()
-    server = build_server(engine, read_only=True if args.read_only else None, ultrarag=args.ultrarag)
+    profile, include, exclude = parse_tools(args.tools)
+    server = build_server(engine, read_only=True if args.read_only else None, ultrarag=args.ultrarag,
+                          profile=profile, include=include, exclude=exclude)
     if args.transport == "stdio":
         server.run("stdio", show_banner=False)
         return 0
@@ -77,6 +79,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server.run("http", host=args.host, port=args.port, show_banner=False, middleware=[guard],
                host_origin_protection=False)  # HTTPGuard checks Host and Origin itself
     return 0
+
+
+def parse_tools(spec: str | None) -> tuple[str | None, list[str] | None, list[str] | None]:
+    """`--tools full,-retriever_delete,+retriever_hybrid_search`: a profile (or none: the YAML's),
+    tools to add (+) and to leave out (-). None where the YAML's tools section stands."""
+    if not spec:
+        return None, None, None
+    profile, include, exclude = None, [], []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        if part[0] == "+":
+            include.append(part[1:])
+        elif part[0] == "-":
+            exclude.append(part[1:])
+        elif profile is None:
+            profile = part
+        else:
+            raise RetrieverError(f"--tools: one profile at most, got {profile!r} and {part!r}; name tools as +tool "
+                                 "or -tool")
+    return profile, include or None, exclude or None
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
@@ -104,11 +125,17 @@ def cmd_ultrarag_server(args: argparse.Namespace) -> int:
     """A launcher UltraRAG starts as `python <folder>/src/<name>.py`, running ours with this Python."""
     import shutil
 
+    from .api.ultrarag import MARK
     from .pipeline.ultrarag import write_launcher
 
     folder = args.folder.resolve()
     folder.mkdir(parents=True, exist_ok=True)
     launcher = write_launcher(folder, sys.executable)
+    existing = folder / "server.yaml"
+    if existing.is_file() and not existing.read_text(encoding="utf-8", errors="replace").startswith(MARK):
+        kept = existing.with_name("server.yaml.orig")
+        existing.rename(kept)  # build writes ours; theirs is kept, not overwritten
+        log.warning("%s was not written by mcp-retriever: kept as %s", existing, kept.name)
     params = folder / "parameter.yaml"
     if args.parameter is not None or not params.exists():
         source = args.parameter or Path(__file__).resolve().parents[2] / "parameter.yaml"
@@ -158,8 +185,7 @@ def _request(mode: str, queries: list[str], k: int, filters: dict[str, Any] | No
     """The API request of a search `mode` (the same models the tools take), whole: no reply budget."""
     from .api import models
 
-    kinds = {"dense": models.SearchRequest, "bm25": models.BM25SearchRequest, "hybrid": models.HybridSearchRequest}
-    return kinds[mode](query_list=queries, top_k=k, filters=filters, return_metadata=True, max_bytes=0)
+    return models.SEARCH_REQUESTS[mode](query_list=queries, top_k=k, filters=filters, return_metadata=True, max_bytes=0)
 
 
 def _search(engine: Any, mode: str, queries: list[str], k: int, filters: dict[str, Any] | None = None) -> dict:
@@ -268,9 +294,16 @@ def _print_metrics(metrics: dict[str, Any], as_json: bool) -> None:
             print(f"{key:>16}  {value}")
 
 
+def _version() -> str:
+    from .mcp import server_version
+
+    return server_version()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="retriever", description="MCP retrieval server: dense + BM25 search")
     p.add_argument("--log-level", default="INFO", help="log level on stderr (default INFO)")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def add(name: str, help: str) -> argparse.ArgumentParser:
@@ -291,6 +324,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--ultrarag", action="store_true",
                    help="serve as UltraRAG's retriever: its build tool, paths relative to the working directory, "
                    "keys and URLs from its tool arguments, whole replies (README, UltraRAG)")
+    s.add_argument("--tools", metavar="PROFILE[,+TOOL][,-TOOL]",
+                   help="the tools to list: a profile (agent: a few tools for agents, the default; ultrarag: "
+                   "UltraRAG's retriever tools; full: everything), +tool to add one, -tool to leave one out; "
+                   "default: tools in parameter.yaml")
     s.set_defaults(fn=cmd_serve)
 
     s = sub.add_parser("ultrarag-server", help="make FOLDER an UltraRAG server folder running this retriever")

@@ -22,7 +22,7 @@ import numpy as np
 
 from .corpus import DocStore, check_image, parse_record
 from .errors import CorpusError, InvalidInputError
-from .filters import Filter, matches
+from .filters import Filter, field_types, matches, type_warnings
 from .persist import check_manifest, publish, read_manifest
 from .types import Document
 
@@ -121,6 +121,14 @@ class Collection:
         base = self.base.mask(f) if self.base is not None else np.empty(0, bool)
         added = np.fromiter((matches(f, d.id, d.metadata) for d in self.changes.docs), dtype=bool, count=len(self.changes.docs))
         return np.concatenate([base, added]) & self.live
+
+    def field_warnings(self, spec: Any) -> list[str]:
+        """Why a filter cannot match here (filters.type_warnings); none for a collection whose
+        documents live in the index backend (Milvus demo mode), which this cannot see."""
+        if not self.rows:
+            return []
+        types = {k: set(v) for k, v in (self.base.field_types() if self.base is not None else {}).items()}
+        return type_warnings(spec, field_types((d.metadata for d in self.changes.docs), types))
 
     def allowed(self, f: Filter | None) -> np.ndarray | None:
         """The candidate rows of a search: None when every row may be returned."""

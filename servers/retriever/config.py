@@ -35,6 +35,7 @@ from .config_serving import (
     RemoteConfig,
     ReplyConfig,
     SecurityConfig,
+    ToolsConfig,
 )
 from .errors import ConfigError
 from .indexes.milvus_config import MilvusConfig
@@ -243,6 +244,9 @@ class Config(Section):
     deploy: Annotated[DeployConfig, BeforeValidator(none_as_empty)] = DeployConfig()
     remote: Annotated[RemoteConfig, BeforeValidator(none_as_empty)] = RemoteConfig()
     llm: Annotated[LLMConfig, BeforeValidator(none_as_empty)] = LLMConfig()
+    tools: Annotated[ToolsConfig, BeforeValidator(none_as_empty)] = ToolsConfig()
+    # UltraRAG's client fills `path` (the server's launcher) into a server's parameter file; kept, unused
+    path: str | None = None
 
     @model_validator(mode="after")
     def _demo_needs_milvus(self) -> Config:

@@ -110,3 +110,12 @@ class LLMConfig(Section):
     json_mode: bool = True  # response_format json_object (servers without it: false)
     collection_description: str = ""  # what filter inference is told about the metadata
     prompts: LLMPrompts = LLMPrompts()
+
+
+class ToolsConfig(Section):
+    """Which tools the MCP server lists (api/registry.py): a profile, plus `include`, less
+    `exclude`; `exclude` and read-only mode always win (`retriever serve --tools` overrides)."""
+
+    profile: Literal["agent", "ultrarag", "full"] = "agent"
+    include: list[str] = []
+    exclude: list[str] = []

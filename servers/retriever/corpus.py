@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .errors import CorpusError
-from .filters import Filter, matches
+from .filters import Filter, field_types, matches
 from .types import Document
 
 MASK_CACHE = 16  # filters whose row masks stay cached per corpus
@@ -129,6 +129,7 @@ class DocStore:
         self._file = path.open("rb")
         self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
         self._masks: dict[Filter, np.ndarray] = {}
+        self._field_types: dict[str, set[str]] | None = None
 
     @classmethod
     def open(cls, path: str | Path, duplicate_ids: str = "error", images: bool = False) -> DocStore:
@@ -196,6 +197,12 @@ class DocStore:
                 self._masks.pop(next(iter(self._masks)))
             self._masks[f] = cached
         return cached
+
+    def field_types(self) -> dict[str, set[str]]:
+        """`meta.<key>` -> the JSON types of its values over the corpus (one pass, kept)."""
+        if self._field_types is None:
+            self._field_types = field_types(self.get(row).metadata for row in range(len(self)))
+        return self._field_types
 
     def sizes(self) -> np.ndarray:
         """Bytes of each record: a free proxy for its length in tokens."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,3 +158,66 @@ def matches(f: Filter, doc_id: str, metadata: Mapping[str, Any]) -> bool:
         case "OR":
             return any(results)
     return not all(results)
+
+
+# ---- filters that cannot match ----------------------------------------------------------------
+
+MAX_DEPTH = 4  # nested metadata objects are described this deep
+
+
+def json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if _number(value):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    return "array" if isinstance(value, list) else "object"
+
+
+def field_types(records: Iterable[Mapping[str, Any]], into: dict[str, set[str]] | None = None) -> dict[str, set[str]]:
+    """`meta.<key>` (dotted into nested objects) -> the JSON types its values have in `records`."""
+    out = {} if into is None else into
+
+    def walk(prefix: str, node: Mapping[str, Any], depth: int) -> None:
+        for key, value in node.items():
+            path = f"{prefix}.{key}"
+            out.setdefault(path, set()).add(json_type(value))
+            if isinstance(value, Mapping) and depth < MAX_DEPTH:
+                walk(path, value, depth + 1)
+
+    for metadata in records:
+        walk("meta", metadata, 1)
+    return out
+
+
+def _comparisons(f: Filter) -> Iterator[Comparison]:
+    if isinstance(f, Comparison):
+        yield f
+    else:
+        for c in f.conditions:
+            yield from _comparisons(c)
+
+
+def type_warnings(spec: Any, types: Mapping[str, set[str]]) -> list[str]:
+    """Why parts of a (valid) filter cannot match any document whose fields have `types`: a field
+    none has, or a value of a type the field never holds. Warnings, not errors: "no match" is a
+    real answer too."""
+    out: list[str] = []
+    for c in _comparisons(parse(spec)):
+        if c.path == ("id",):
+            continue
+        field = ".".join(c.path)
+        held = types.get(field)
+        if held is None:
+            known = ", ".join(sorted(types)[:20]) or "none"
+            out.append(f"filter field {field!r}: no document of the collection has it (fields: {known})")
+            continue
+        values = c.value if c.op in ("in", "not in") else (c.value,)
+        given = {json_type(v) for v in values}
+        if not given & held:
+            out.append(f"filter field {field!r} holds {'/'.join(sorted(held))} values; the filter compares it with "
+                       f"{'/'.join(sorted(given))} {c.value!r}, which never matches")
+    return out

@@ -16,17 +16,16 @@ from .models import (
     BatchSearchRequest,
     BM25IndexRequest,
     BM25SearchRequest,
+    BuildRequest,
     DeleteRequest,
     DeployClientRequest,
     EmbedRequest,
-    ExtractTriplesRequest,
     FanoutSearchRequest,
     GraphSearchRequest,
     HybridBatchSearchRequest,
     HybridSearchRequest,
     ImageCorpusRequest,
     IndexRequest,
-    InferFiltersRequest,
     IngestRequest,
     InitRequest,
     ListCollectionsRequest,
@@ -34,7 +33,6 @@ from .models import (
     NeighborsRequest,
     ProjectMemorySearchRequest,
     Request,
-    RewriteRequest,
     SearchRequest,
 )
 from .replies import Hits, Payload, Shape
@@ -234,20 +232,24 @@ def fanout_search(engine: Retriever, r: FanoutSearchRequest) -> Payload:
     return {**shape(engine, r, fused=True).hits(hits, collections=True), "errors": errors}
 
 
-Call = Callable[["Retriever", Any], Payload]
-CALLS: dict[type[Request], Call] = {
-    InitRequest: init, EmbedRequest: embed, IndexRequest: index, BM25IndexRequest: bm25_index, AddRequest: add,
-    DeleteRequest: delete, ListCollectionsRequest: list_collections, SearchRequest: search,
-    BatchSearchRequest: batch_search, HybridSearchRequest: search, HybridBatchSearchRequest: hybrid_batch_search,
-    MultiQuerySearchRequest: multi_query_search, FanoutSearchRequest: fanout_search, BM25SearchRequest: search,
-    DeployClientRequest: deploy_search, ProjectMemorySearchRequest: project_memory_search,
-    IngestRequest: ingest, NeighborsRequest: neighbors, ImageCorpusRequest: image_corpus,
-    RewriteRequest: llm_calls.rewrite_query, AgenticSearchRequest: agentic_search,
-    ExtractTriplesRequest: llm_calls.extract_triples, GraphSearchRequest: graph_search,
-    InferFiltersRequest: llm_calls.infer_filters,
-}
+def build(engine: Retriever, r: BuildRequest) -> Payload:
+    """UltraRAG's `build(parameter_file)`: server.yaml beside the parameter file, listing the tools
+    of the ultrarag profile (api/ultrarag.py)."""
+    from pathlib import Path
+
+    from ..guard import check_path
+    from .registry import in_profile
+    from .ultrarag import write_server_yaml
+
+    given = Path(r.parameter_file)
+    path = check_path(given if given.is_absolute() else Path.cwd() / given, engine.base_config, engine.base_dir,
+                      "parameter_file")
+    return {"server_yaml": str(write_server_yaml(path, in_profile("ultrarag")))}
 
 
 def call(engine: Retriever, request: Request) -> Payload:
-    """Serve one request (the Python and command-line entry to the same code the tools run)."""
-    return CALLS[type(request)](engine, request)
+    """Serve one request (the Python and command-line entry to the same code the tools run): the
+    registry's first tool that takes this request type."""
+    from .registry import BY_REQUEST
+
+    return BY_REQUEST[type(request)].call(engine, request)

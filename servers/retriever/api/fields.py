@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..search.rankers import MODES
+
 Queries = Annotated[list[str] | str, Field(
     description="One query, or a list of queries; the reply has one list of hits per query, in order.")]
 BatchQueries = Annotated[list[list[str] | str], Field(
@@ -51,7 +53,7 @@ NProbe = Annotated[int | None, Field(
 EfSearch = Annotated[int | None, Field(
     ge=1, le=32768, description="HNSW indexes (FAISS, Milvus): candidates kept while searching (more: slower, closer "
     "to exact; at least top_k). Refused for other index types. Default: ef_search in parameter.yaml (FAISS: 16).")]
-Mode = Annotated[Literal["hybrid", "dense", "bm25"], Field(
+Mode = Annotated[Literal[MODES], Field(  # type: ignore[valid-type]
     description="The search each query (or collection) runs: hybrid (dense + BM25 fused), dense or bm25. "
     "Default: hybrid.")]
 Collections = Annotated[list[str], Field(

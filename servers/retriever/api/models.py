@@ -227,6 +227,12 @@ class HybridBatchSearchRequest(BatchSearchRequest, _Fusion):
     pass
 
 
+# The request of each search kind (search/rankers.py KINDS): the CLI, the deploy service, the
+# agent's search and the LLM tools read it.
+SEARCH_REQUESTS: dict[str, type[BM25SearchRequest]] = {
+    "hybrid": HybridSearchRequest, "dense": SearchRequest, "bm25": BM25SearchRequest}
+
+
 class _Modes(_Scores, _Reply):
     """A search that runs a retriever kind (`mode`) per phrasing or per collection, then fuses."""
 
@@ -315,8 +321,7 @@ class DeploySearchRequest(_Scores, _Reply, _Fusion):
         data["collection_name"] = self.collection_name or None
         if self.mode == "bm25":
             data.pop("query_instruction")  # UltraRAG's clients always send one; BM25 has no use for it
-            return BM25SearchRequest(**data)
-        return (HybridSearchRequest(**data, **fusion) if self.mode == "hybrid" else SearchRequest(**data))
+        return SEARCH_REQUESTS[self.mode](**data, **fusion)
 
 
 class DeployClientRequest(DeploySearchRequest):

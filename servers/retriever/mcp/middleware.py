@@ -8,15 +8,17 @@ import contextvars
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastmcp.exceptions import ToolError
 from fastmcp.exceptions import ValidationError as ArgumentError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
+from mcp.types import ToolListChangedNotification
 from pydantic import ValidationError
 
 from ..api.models import argument_problems
+from ..api.registry import Tool
 from ..errors import CancelledWork, RetrieverError
 from ..guard import FROM_CLIENT
 from ..limits import CANCEL
@@ -54,12 +56,23 @@ async def run(name: str, fn: Callable[..., T], /, *args: Any) -> T:
 
 
 class ToolErrors(Middleware):
-    """Every failure of a tool call becomes a tool error with a message, in one place: our errors
-    with theirs, wrong arguments with what is wrong, anything else as an internal error (logged
-    with its traceback on stderr). Arguments over limits.max_request_bytes are refused first."""
+    """Every failure of a tool call becomes a tool error with a message, in one place. A client's
+    mistake (wrong arguments, our errors: a missing index, a path outside the roots, ...) is told to
+    the client and logged as one line; anything else is our bug: an internal error, logged with its
+    traceback. Arguments over limits.max_request_bytes are refused first. A tool the loaded
+    configuration cannot serve (a web tool without a key, ...) is not listed; when a call changes
+    that (retriever_init), the client is told the list changed."""
 
-    def __init__(self, engine: Retriever) -> None:
+    def __init__(self, engine: Retriever, tools: Sequence[Tool] = ()) -> None:
         self.engine = engine
+        self.tools = {t.name: t for t in tools}
+
+    def hidden(self) -> set[str]:
+        return {name for name, t in self.tools.items() if t.unavailable(self.engine) is not None}
+
+    async def on_list_tools(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
+        hidden = self.hidden()
+        return [t for t in await call_next(context) if t.name not in hidden]
 
     async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         name = context.message.name
@@ -67,15 +80,32 @@ class ToolErrors(Middleware):
         size = len(json.dumps(context.message.arguments or {}, default=str))
         if size > limit:
             raise ToolError(f"{name}: the arguments are {size} bytes, over limits.max_request_bytes ({limit})")
+        tool = self.tools.get(name)
+        why = tool.unavailable(self.engine) if tool is not None else None
+        if why is not None:
+            log.info("%s: refused: needs %s", name, why)
+            raise ToolError(f"{name} cannot work with this server's configuration: it needs {why}")
+        before = self.hidden()
         try:
             return await call_next(context)
-        except ToolError:
+        except ToolError as e:
+            log.info("%s: %s", name, _one_line(e))
             raise
         except RetrieverError as e:
-            log.error("%s: %s", name, e)
+            log.info("%s: %s", name, _one_line(e))
             raise ToolError(str(e)) from e
-        except (ArgumentError, ValidationError, ValueError, TypeError) as e:
-            raise ToolError(f"{name}: invalid arguments: {argument_problems(e)}") from e
+        except (ArgumentError, ValidationError) as e:
+            problems = argument_problems(e)
+            log.info("%s: invalid arguments: %s", name, problems)
+            raise ToolError(f"{name}: invalid arguments: {problems}") from e
         except Exception as e:
-            log.exception("%s: unexpected error", name)
-            raise ToolError(f"{name}: internal error ({type(e).__name__}); the server log has the details") from e
+            log.exception("%s: internal error", name)
+            raise ToolError(f"{name}: internal error ({type(e).__name__}); this is a bug in the server, whose log "
+                            "has the details") from e
+        finally:
+            if self.hidden() != before and context.fastmcp_context is not None:
+                await context.fastmcp_context.send_notification(ToolListChangedNotification())
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())[:500]

@@ -38,31 +38,31 @@ class Server:
 
 
 class InProcess(Server):
-    """This server's tools, called through the api (api/calls.py) on a worker thread."""
+    """This server's tools (every tool of the registry but `build`), called in process: the
+    blocking ones on a worker thread, whole replies."""
 
     def __init__(self, config: Path, overrides: dict[str, Any], params: dict[str, Any]) -> None:
-        from ..api.models import WebBatchSearchRequest, WebSearchRequest
+        from ..api.registry import TOOLS
+        from ..api.ultrarag import server_io
         from ..config import deep_merge, load_config
         from ..engine import Retriever
-        from ..mcp.table import TOOLS
-        from .ultrarag import server_io
 
         self.params = {**deep_merge(yaml.safe_load(config.read_text(encoding="utf-8")) or {}, overrides), **params}
         cfg = load_config(config, deep_merge(overrides, {"reply": {"max_bytes": 0}}))
         self.engine = Retriever(cfg, config.resolve().parent)
-        self.models = {t.name: t.request for t in TOOLS}
-        io = server_io({**self.models, "retriever_websearch": WebSearchRequest,
-                        "retriever_batch_websearch": WebBatchSearchRequest}, self.params)
-        self.tools = {name: ToolIO(e.get("input", {}), e.get("output", [])) for name, e in io.items()
-                      if name in self.models}
+        self.registry = {t.name: t for t in TOOLS if t.name != "build"}
+        io = server_io(self.registry.values(), self.params)
+        self.tools = {name: ToolIO(e.get("input", {}), e.get("output", [])) for name, e in io.items()}
 
     async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         import asyncio
+        import inspect
 
-        from ..api import call
-
-        request = self.models[tool].model_validate(args)
-        return await asyncio.to_thread(call, self.engine, request)
+        spec = self.registry[tool]
+        request = spec.request.model_validate(args)
+        if inspect.iscoroutinefunction(spec.call):
+            return await spec.call(self.engine, request)  # type: ignore[no-any-return]
+        return await asyncio.to_thread(spec.call, self.engine, request)  # type: ignore[no-any-return]
 
 
 class Builtin(Server):

@@ -151,9 +151,10 @@ class Hybrid:
 
 
 # The kinds a `mode` names (multi-query and fan-out searches, `retriever search --mode`, eval).
+# The first is the default of the agent's search (the best we have).
 KINDS: dict[str, Callable[[HybridConfig, str | None], Ranker]] = {
+    "hybrid": lambda h, instruction: Hybrid(h, instruction),
     "dense": lambda h, instruction: Dense(instruction),
     "bm25": lambda h, instruction: BM25(),
-    "hybrid": lambda h, instruction: Hybrid(h, instruction),
 }
 MODES = tuple(KINDS)

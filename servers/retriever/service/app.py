@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import time
@@ -31,6 +32,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from ..api.models import DeploySearchRequest, Request, argument_problems
+from ..api.registry import TOOLS
 from ..errors import (
     ForbiddenError,
     IndexMissingError,
@@ -40,7 +42,6 @@ from ..errors import (
     RetrieverError,
 )
 from ..http_guard import front_door
-from ..mcp.table import TOOLS
 from .batcher import Batcher, Job, QueueFull
 from .metrics import Metrics
 from .openapi import openapi
@@ -50,7 +51,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("retriever.service")
 OPEN_PATHS = ("/healthz", "/readyz")
-READ_TOOLS: dict[str, type[Request]] = {t.name: t.request for t in TOOLS if not t.writes and t.name != "retriever_init"}
+# /tools/<tool>: the registry's read-only tools of any profile, but the web's (served by MCP only)
+READ_TOOLS: dict[str, type[Request]] = {t.name: t.request for t in TOOLS
+                                        if t.effects.read_only and not inspect.iscoroutinefunction(t.call)}
 STATUS: tuple[tuple[type[RetrieverError], int], ...] = (
     (ForbiddenError, 403), (IndexMissingError, 404), (LimitError, 413), (NotInitializedError, 503),
     (RemoteError, 502))

@@ -1,0 +1,217 @@
+"""The agent's face: a few tools with short schemas and replies read at a glance. Each opens the
+operator's collection on first use (no init tool), searches with the best kind by default
+(hybrid), and answers per query a list of hits `{id, text, score, metadata}` where `score` has
+one meaning in every mode: relevance mapped to 0..1, higher is better (scale_score)."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field
+
+from ..results import as_queries
+from ..search.rankers import MODES
+from . import calls
+from .fields import Filters
+from .models import SEARCH_REQUESTS, Request
+from .models import AddRequest as ClassicAdd
+from .replies import Payload, budgeted
+
+if TYPE_CHECKING:
+    from ..engine import Retriever
+    from ..types import Hit
+
+_opening = threading.Lock()
+
+Mode = Literal[MODES]  # type: ignore[valid-type]
+Query = Annotated[str | list[str], Field(description="A query, or a list of queries (one result per query).")]
+Collection = Annotated[str | None, Field(description="Collection to use (list_collections); default: the server's.")]
+
+
+def opened(engine: Retriever) -> None:
+    """The operator's collection, opened on the first call (the agent has no init tool)."""
+    if engine.session is None:
+        with _opening:
+            if engine.session is None:
+                engine.init()
+
+
+def _hit(h: Hit) -> dict[str, Any]:
+    return {"id": h.id, "text": h.text, "score": round(h.score, 4), "metadata": h.metadata}
+
+
+# ---- search -----------------------------------------------------------------------------------
+
+SEARCH_DOC = ("Search the document collection. mode: hybrid (default, best: meaning + keywords), dense (meaning) "
+              "or bm25 (exact words). Returns per query its hits, best first: id, text, score (0..1, higher is "
+              "better, comparable within one mode), metadata. Read more of a hit with get_document.")
+
+
+class SearchRequest(Request):
+    query: Query
+    mode: Annotated[Mode, Field(description="hybrid, dense or bm25.")] = "hybrid"
+    top_k: Annotated[int | None, Field(ge=1, le=1000, description="Hits per query (default 5).")] = None
+    filters: Filters = None
+    collection: Collection = None
+    window: Annotated[int, Field(ge=0, le=20, description="Add this many neighbouring chunks around each hit.")] = 0
+    offset: Annotated[int, Field(ge=0, description="Skip the first hits (paging; a cut reply says where).")] = 0
+
+
+_HIT = {"type": "object", "properties": {"id": {"type": "string"}, "text": {"type": "string"},
+                                         "score": {"type": "number"}, "metadata": {"type": "object"}},
+        "required": ["id", "text", "score"]}
+_WARNINGS = {"type": "array", "items": {"type": "string"}}
+SEARCH_SCHEMA = {"type": "object", "properties": {
+    "results": {"type": "array", "items": {"type": "object", "properties": {
+        "query": {"type": "string"}, "hits": {"type": "array", "items": _HIT}}}},
+    "warnings": _WARNINGS, "truncated": {"type": "object"}}, "required": ["results"]}
+
+
+def search(engine: Retriever, r: SearchRequest) -> Payload:
+    opened(engine)
+    request = SEARCH_REQUESTS[r.mode](query_list=r.query, top_k=r.top_k, filters=r.filters, window=r.window,
+                                      offset=r.offset, collection_name=r.collection, scale_score=True,
+                                      return_metadata=True)
+    hits = calls.windowed(engine, request, calls.HITS[type(request)](engine, request))
+    s = calls.shape(engine, request)
+    lists, note = budgeted([h[r.offset:] for h in hits], r.offset, s.max_bytes, s.max_chars, True, True)
+    out: Payload = {"results": [{"query": q, "hits": [_hit(h) for h in row]}
+                                for q, row in zip(as_queries(r.query), lists)]}
+    warnings = filter_warnings(engine, r.collection, r.filters)
+    if warnings:
+        out["warnings"] = warnings
+    return {**out, "truncated": note} if note else out
+
+
+def filter_warnings(engine: Retriever, collection: str | None, filters: dict[str, Any] | None) -> list[str]:
+    """A filter field no document has, or a value of another type than the field holds: a
+    warning, not an error (a real "no match" stays possible)."""
+    if filters is None:
+        return []
+    return engine.searched("search", collection).collection.field_warnings(filters)
+
+
+# ---- documents --------------------------------------------------------------------------------
+
+GET_DOC = "Read documents by id: text and metadata, and with `around` the chunks before and after each."
+
+
+class GetRequest(Request):
+    ids: Annotated[str | list[str], Field(description="A document id, or a list of ids.")]
+    around: Annotated[int, Field(ge=0, le=20, description="Also this many chunks before and after.")] = 0
+    collection: Collection = None
+
+
+GET_SCHEMA = {"type": "object", "properties": {
+    "documents": {"type": "array", "items": {"type": "object", "properties": {
+        "id": {"type": "string"}, "text": {"type": "string"}, "metadata": {"type": "object"},
+        "context": {"type": "object"}}}},
+    "missing": {"type": "array", "items": {"type": "string"}}}, "required": ["documents", "missing"]}
+
+
+def get_document(engine: Retriever, r: GetRequest) -> Payload:
+    from ..documents.windows import merge, neighbours
+
+    opened(engine)
+    collection = engine.searched("get_document", r.collection).collection
+    docs, missing = [], []
+    for doc_id in as_queries(r.ids, "ids"):
+        row = collection.row_of.get(doc_id)
+        if row is None:
+            missing.append(doc_id)
+            continue
+        doc = collection.get(row)
+        entry: dict[str, Any] = {"id": doc.id, "text": doc.text, "metadata": doc.metadata}
+        if r.around:
+            chunks = neighbours(collection, doc, r.around, r.around)
+            entry["context"] = {"ids": [d.id for d in chunks], "text": merge(chunks)}
+        docs.append(entry)
+    return {"documents": docs, "missing": missing}
+
+
+ADD_DOC = ("Add documents to the server's collection, searchable at once: each {id, contents, ...metadata}. "
+           "An id that exists is replaced.")
+AddRequest = ClassicAdd
+WRITE_SCHEMA = {"type": "object", "properties": {"added": {"type": "integer"}, "replaced": {"type": "integer"},
+                                                 "documents": {"type": "integer"}}}
+
+
+def add_documents(engine: Retriever, r: ClassicAdd) -> Payload:
+    opened(engine)
+    return engine.add(r.documents)
+
+
+INGEST_DOC = ("Add one document from text (text, markdown or html) or a file the server may read (.txt, .md, "
+              ".html, .pdf), cut into chunks <source_id>:<n>; ingesting a source again replaces its chunks.")
+
+
+class IngestRequest(Request):
+    text: Annotated[str | None, Field(description="The document's text (or give path).")] = None
+    format: Annotated[Literal["text", "markdown", "html"], Field(description="How to read text.")] = "text"
+    path: Annotated[str | None, Field(description="A file inside the folders the server allows.")] = None
+    source_id: Annotated[str | None, Field(description="The document's id (default with a path: the file name).")] = None
+    metadata: Annotated[dict[str, Any] | None, Field(description="Fields kept on every chunk.")] = None
+
+
+def ingest_document(engine: Retriever, r: IngestRequest) -> Payload:
+    from .models import IngestRequest as ClassicIngest
+
+    opened(engine)
+    return calls.ingest(engine, ClassicIngest(**r.model_dump()))
+
+
+DELETE_DOC = "Delete documents by id and/or by filter (the filter language of search)."
+
+
+class DeleteRequest(Request):
+    ids: Annotated[str | list[str] | None, Field(description="Ids to delete.")] = None
+    filters: Filters = None
+
+
+DELETE_SCHEMA = {"type": "object", "properties": {"deleted": {"type": "integer"},
+                                                  "not_found": {"type": "array", "items": {"type": "string"}},
+                                                  "documents": {"type": "integer"}}}
+
+
+def delete_documents(engine: Retriever, r: DeleteRequest) -> Payload:
+    opened(engine)
+    return engine.delete(r.ids, r.filters)
+
+
+LIST_DOC = "The collections of the store, with their document counts; search one with `collection`."
+
+
+class ListRequest(Request):
+    pass
+
+
+LIST_SCHEMA = {"type": "object", "properties": {"collections": {"type": "array", "items": {"type": "object"}}},
+               "required": ["collections"]}
+
+
+def list_collections(engine: Retriever, r: ListRequest) -> Payload:
+    return engine.list_collections()
+
+
+# ---- web --------------------------------------------------------------------------------------
+
+WEB_DOC = "Search the web (the provider parameter.yaml configures). Returns per query its hits: url, title, text."
+
+
+class WebRequest(Request):
+    query: Query
+    top_k: Annotated[int | None, Field(ge=1, le=50, description="Hits per query (default 5).")] = None
+
+
+WEB_SCHEMA = {"type": "object", "properties": {"results": {"type": "array", "items": {"type": "object"}}},
+              "required": ["results"]}
+
+
+async def web_search(engine: Retriever, r: WebRequest) -> Payload:
+    from .web_calls import search as web
+
+    queries = as_queries(r.query)
+    found = await web(engine, None, queries, r.top_k, None)
+    return {"results": [{"query": q, "hits": [{"url": h.url, "title": h.title, "text": h.text} for h in res.hits],
+                         **({"error": res.error} if res.error else {})} for q, res in zip(queries, found)]}

@@ -1,0 +1,81 @@
+"""Tools from the registry (api/registry.py): a tool's signature (and so its input schema) is made
+from its request model, whose fields are described; its annotations from its effects."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastmcp.tools.base import ToolResult
+from mcp.types import ToolAnnotations
+
+from ..api.models import Request
+from ..api.registry import Tool
+from ..api.replies import reply
+from ..api.ultrarag import adapt
+from .middleware import run
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+    from ..engine import Retriever
+
+
+def annotations(tool: Tool) -> ToolAnnotations:
+    e = tool.effects
+    return ToolAnnotations(read_only_hint=e.read_only, destructive_hint=e.destructive, idempotent_hint=e.idempotent,
+                           open_world_hint=e.open_world)
+
+
+def tool_function(name: str, model: type[Request], doc: str,
+                  serve: Callable[[Request], Awaitable[ToolResult]]) -> Callable[..., Awaitable[ToolResult]]:
+    """An async function whose keyword parameters are `model`'s fields (with their descriptions,
+    defaults and ranges), so FastMCP's input schema is the model's; it validates into the model
+    and serves it."""
+    fields = sorted(model.model_fields.items(), key=lambda item: not item[1].is_required())
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[f.annotation, f],
+                                default=inspect.Parameter.empty if f.is_required() else f.default)
+              for n, f in fields]
+
+    async def tool(**arguments: Any) -> ToolResult:
+        return await serve(model.model_validate(arguments))
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = doc
+    tool.__signature__ = inspect.Signature(params, return_annotation=ToolResult)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": ToolResult}
+    return tool
+
+
+def structured(payload: dict[str, Any]) -> ToolResult:
+    """A tool with an output schema always sends its structured content (MCP structured output),
+    and the same JSON as text for clients that read only text."""
+    result = reply(payload)
+    return ToolResult(content=result.content, structured_content=payload)
+
+
+async def serve_call(engine: Retriever, tool: Tool, request: Request) -> dict[str, Any]:
+    """One call: the web tools are coroutines; the rest block, so they run on a worker thread that
+    the request's cancellation stops (middleware.run)."""
+    if engine.ultrarag:
+        request = adapt(request, engine.config.index_backend)
+    if inspect.iscoroutinefunction(tool.call):
+        from ..guard import FROM_CLIENT
+
+        FROM_CLIENT.set(True)
+        return await tool.call(engine, request)
+    return await run(tool.name, tool.call, engine, request)
+
+
+def register(mcp: FastMCP, engine: Retriever, tools: Sequence[Tool]) -> None:
+    for spec in tools:
+        async def serve(request: Request, spec: Tool = spec) -> ToolResult:
+            payload = await serve_call(engine, spec, request)
+            return structured(payload) if spec.output_schema else reply(payload)
+
+        fn = tool_function(spec.name, spec.request, spec.doc, serve)
+        mcp.tool(fn, output_schema=spec.output_schema, annotations=annotations(spec), title=spec.title)
+
+
+__all__ = ["annotations", "register", "serve_call", "tool_function"]
