@@ -30,11 +30,34 @@ def test_adaptive_weights_follow_each_lists_peak_clipped() -> None:
     assert adaptive_weights([steep, close]) == pytest.approx([0.95 / 1.71, 0.76 / 1.71])
     assert adaptive_weights([steep, close], [1.0, 0.0]) == [1.0, 0.0]  # a zero prior stays zero
     assert adaptive_weights([[("x", 1.0)], [("y", 2.0)]], [0.3, 0.7]) == pytest.approx([0.3, 0.7])  # no peaks: priors
-    # a prior bounds its list: within 0.4 .. 1.6 times its share (here 0.08 .. 0.32 for dense)
-    assert adaptive_weights([steep, flat], [0.2, 0.8]) == pytest.approx([0.5, 0.5])  # 0.32 and 0.32
-    shares = [0.2 * 0.019 / (0.2 * 0.019 + 0.8 * 0.95), 0.8 * 0.95 / (0.2 * 0.019 + 0.8 * 0.95)]
-    kept = [0.08, shares[1]]  # dense raised to its floor 0.4 x 0.2; BM25 under its ceiling 1.6 x 0.8
-    assert adaptive_weights([flat, steep], [0.2, 0.8]) == pytest.approx([k / sum(kept) for k in kept])
+    # a prior bounds its list: within 0.4 .. 1.6 times its share, here 0.08 .. 0.32 for dense, and
+    # BM25 takes the rest (0.68 .. 0.92, inside its own 0.32 .. 1.28)
+    assert adaptive_weights([steep, flat], [0.2, 0.8]) == pytest.approx([0.32, 0.68])  # raw 0.92 / 0.08
+    assert adaptive_weights([flat, steep], [0.2, 0.8]) == pytest.approx([0.08, 0.92])  # raw 0.005 / 0.995
+
+
+@pytest.mark.parametrize("prior", [0.1, 0.208, 0.3, 0.5, 0.7])
+@given(peaks=st.lists(st.floats(min_value=0, max_value=50, allow_nan=False), min_size=2, max_size=2))
+def test_adaptive_shares_stay_within_their_bound_at_any_prior(prior: float, peaks: list[float]) -> None:
+    """Each share within 0.4 .. 1.6 times its prior share, the shares summing to 1, whatever the
+    peaks: shares renormalised after clipping broke it (dense 0.108 .. 0.632 at a prior of 0.3)."""
+    rankings = [[("a", p), ("b", 0.0)] for p in peaks]  # each list's peak is p
+    shares = adaptive_weights(rankings, [prior, 1 - prior])
+    assert math.fsum(shares) == pytest.approx(1.0, abs=1e-12)
+    for share, b in zip(shares, (prior, 1 - prior)):
+        assert 0.4 * b - 1e-12 <= share <= 1.6 * b + 1e-12, (shares, prior)
+
+
+@given(priors=st.lists(st.floats(min_value=0, max_value=1, allow_nan=False), min_size=2, max_size=4).filter(
+           lambda w: sum(w) > 1e-6),
+       peaks=st.lists(st.floats(min_value=0, max_value=50, allow_nan=False), min_size=4, max_size=4))
+def test_adaptive_shares_stay_within_their_bound_for_any_lists(priors: list[float], peaks: list[float]) -> None:
+    rankings = [[("a", p), ("b", 0.0)] for p in peaks[:len(priors)]]
+    shares = adaptive_weights(rankings, priors)
+    base = [w / math.fsum(priors) for w in priors]
+    assert math.fsum(shares) == pytest.approx(1.0, abs=1e-12)
+    for share, b in zip(shares, base):
+        assert 0.4 * b - 1e-12 <= share <= 1.6 * b + 1e-12, (shares, base)
 
 
 def test_adaptive_formula_and_the_floor_of_a_missing_key() -> None:

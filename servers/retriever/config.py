@@ -145,7 +145,8 @@ class HybridConfig(Section):
     # adaptive: cosine + BM25 over its query's bound, weighted per query (fusion.py; bench/QUALITY.md)
     fusion: Literal["adaptive", "rrf", "convex"] = "adaptive"
     rrf_k: float = Field(60, ge=0, le=1e6)
-    # the dense share (adaptive: the prior); BM25 gets the rest. null: auto, 0.5 unless the collection's
+    # the dense share (adaptive: the prior, each query's shares kept within 0.4..1.6 times their priors;
+    # fusion.adaptive_weights); BM25 gets the rest. null: auto, 0.5 unless the collection's
     # self-retrieval check finds one retriever cannot read it (calibration.py)
     vector_weight: float | None = Field(None, ge=0, le=1)
     candidate_depth: int = Field(500, ge=1)  # how deep each retriever searches before fusing (bench/QUALITY.md)

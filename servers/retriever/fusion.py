@@ -81,20 +81,41 @@ def peak(ranking: Ranking) -> float:
     return max(0.0, ranking[0][1] - ranking[min(PEAK_RANK, len(ranking)) - 1][1])
 
 
+SHARE_BOUND = (0.4, 1.6)  # adaptive: each list's share stays within these multiples of its prior share
+
+
 def adaptive_weights(rankings: Sequence[Ranking], weights: Sequence[float] | None = None) -> list[float]:
-    """Per query: each list's prior weight times its peak, as shares summing to 1, each kept
-    within 0.4 .. 1.6 times its prior share (two lists of equal priors: 0.2 .. 0.8). A list that
-    singles out its top documents counts more than a flat one; a zero prior stays zero; no peaks
-    at all leave the priors."""
+    """Per query: each list's prior share times its peak, as shares summing to 1, each kept within
+    0.4 .. 1.6 times its prior share at any prior (two lists: dense prior 0.5 -> 0.2 .. 0.8, 0.3 ->
+    0.12 .. 0.48 with BM25 the rest). A list that singles out its top documents counts more than a
+    flat one; a zero prior stays zero; no peaks at all leave the priors."""
     prior = _weights(len(rankings), weights)
     total_prior = math.fsum(prior)
     base = [w / total_prior for w in prior]
     raw = [b * peak(r) for b, r in zip(base, rankings)]
     total = math.fsum(raw)
     share = [r / total for r in raw] if total > 0 else base
-    clipped = [min(1.6 * b, max(0.4 * b, s)) for b, s in zip(base, share)]
-    norm = math.fsum(clipped)
-    return [c / norm for c in clipped]
+    lo, hi = SHARE_BOUND
+    return within(share, [lo * b for b in base], [hi * b for b in base])
+
+
+def within(share: Sequence[float], lo: Sequence[float], hi: Sequence[float]) -> list[float]:
+    """`share` moved by one common amount m, each clipped to its bounds: clip(s_i + m, lo_i, hi_i)
+    with m such that they sum to 1 (the nearest point to `share` with those bounds that sums to 1;
+    it exists when sum(lo) <= 1 <= sum(hi)). Clipping and then dividing by the sum instead would
+    push a share past its bound."""
+    def total(m: float) -> float:
+        return math.fsum(min(h, max(low, s + m)) for s, low, h in zip(share, lo, hi))
+
+    # the total is piecewise linear and non-decreasing in m, bending where a share meets a bound
+    bends = sorted({b - s for s, low, h in zip(share, lo, hi) for b in (low, h)})
+    m = bends[-1]
+    for left, right in zip(bends, bends[1:]):
+        t_left, t_right = total(left), total(right)
+        if t_right >= 1.0:
+            m = left if t_right <= t_left else left + (1.0 - t_left) * (right - left) / (t_right - t_left)
+            break
+    return [min(h, max(low, s + m)) for s, low, h in zip(share, lo, hi)]
 
 
 def adaptive(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, k: float = 0,
