@@ -78,18 +78,10 @@ def search(engine: Retriever, r: SearchRequest) -> Payload:
     lists, note = budgeted([h[r.offset:] for h in hits], r.offset, s.max_bytes, s.max_chars, True, True)
     out: Payload = {"results": [{"query": q, "hits": [_hit(h) for h in row]}
                                 for q, row in zip(as_queries(r.query), lists)]}
-    warnings = filter_warnings(engine, r.collection, r.filters)
+    warnings = calls.filter_warnings(engine, r.collection, r.filters)
     if warnings:
         out["warnings"] = warnings
     return {**out, "truncated": note} if note else out
-
-
-def filter_warnings(engine: Retriever, collection: str | None, filters: dict[str, Any] | None) -> list[str]:
-    """A filter field no document has, or a value of another type than the field holds: a
-    warning, not an error (a real "no match" stays possible)."""
-    if filters is None:
-        return []
-    return engine.searched("search", collection).collection.field_warnings(filters)
 
 
 # ---- documents --------------------------------------------------------------------------------

@@ -173,8 +173,19 @@ def windowed(engine: Retriever, r: Any, hits: Hits) -> Hits:
 
 
 def hits_reply(engine: Retriever, r: SearchRequest | BM25SearchRequest, hits: Hits) -> Payload:
-    """The reply of a one-list search from its hits."""
-    return shape(engine, r, fused=isinstance(r, HybridSearchRequest)).hits(windowed(engine, r, hits))
+    """The reply of a one-list search from its hits, with `warnings` where its filter cannot match
+    (a field no document has, a value of another type; UltraRAG sends no filters)."""
+    out = shape(engine, r, fused=isinstance(r, HybridSearchRequest)).hits(windowed(engine, r, hits))
+    warnings = filter_warnings(engine, r.collection_name, r.filters)
+    return {**out, "warnings": warnings} if warnings else out
+
+
+def filter_warnings(engine: Retriever, collection: str | None, filters: dict[str, Any] | None) -> list[str]:
+    """Why a filter cannot match in the searched collection; a warning, not an error (a real "no
+    match" stays possible)."""
+    if filters is None:
+        return []
+    return engine.searched("search", collection).collection.field_warnings(filters)
 
 
 def search(engine: Retriever, r: SearchRequest | BM25SearchRequest) -> Payload:

@@ -283,3 +283,34 @@ def selected(profile: str = "agent", include: Iterable[str] = (), exclude: Itera
 
 def in_profile(profile: str) -> list[Tool]:
     return [t for t in TOOLS if profile in t.profiles]
+
+
+# ---- what a client is told -----------------------------------------------------------------------
+
+FILTERS = ("Filters: {'field': 'meta.<key>' or 'id', 'operator': '==', '!=', '>', '>=', '<', '<=', 'in' or 'not in', "
+           "'value': ...} or {'operator': 'AND'|'OR'|'NOT', 'conditions': [...]}; a filter that cannot match (a field "
+           "no document has, a value of another type) comes back with a warning. ")
+BUDGET = ("Large replies are cut to a budget: the reply's `truncated` says what was left out and the offset to page "
+          "on.")
+
+
+def instructions(engine: Retriever, tools: Iterable[Tool]) -> str:
+    """What the tools are for, as this server is now: its profile's tools and whether a collection
+    is open."""
+    names = {t.name for t in tools}
+    if "search" in names:
+        text = ("Search a document collection. `search` finds passages (mode hybrid by default, the best; dense for "
+                "meaning, bm25 for exact words); `get_document` reads a hit in full and the chunks around it")
+        writes = [n for n in ("add_documents", "ingest_document", "delete_documents") if n in names]
+        if writes:
+            text += f"; {', '.join(writes)} change the collection"
+        if "list_collections" in names:
+            text += "; list_collections names the collections `search` can take"
+        if "web_search" in names:
+            text += "; web_search searches the web"
+        return f"{text}. The server opens its collection on the first call. {FILTERS}{BUDGET}"
+    start = ("A collection is open; retriever_init opens another. " if engine.session is not None
+             else "Call retriever_init first (it opens the collection parameter.yaml names). ")
+    return (f"Dense, BM25 and hybrid search over a local corpus, UltraRAG's retriever tools and more. {start}"
+            "retriever_hybrid_search is the best ranking; retriever_search is dense only, bm25_search BM25 only. "
+            f"Search tools take `filters`. {FILTERS}{BUDGET}")
