@@ -310,23 +310,25 @@ def test_deploy_search_without_token_names_url_and_status(service: Deploy, tmp_p
 
 
 class Flaky:
-    """A server on 127.0.0.1 that answers `codes` in turn (Retry-After: 0), then a correct reply."""
+    """A server on 127.0.0.1 that answers `codes` in turn (with `retry_after` as Retry-After), then
+    a correct reply; `seen` records each request and `times` when it came."""
 
-    def __init__(self, codes: list[int]) -> None:
-        self.codes, self.seen = list(codes), []
+    def __init__(self, codes: list[int], retry_after: str = "0") -> None:
+        self.codes, self.seen, self.times = list(codes), [], []
         flaky = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 flaky.seen.append((self.path, body, self.headers.get("Authorization")))
+                flaky.times.append(time.monotonic())
                 code = flaky.codes.pop(0) if flaky.codes else 200
                 reply = {"ret_psg": [["p"] for _ in body["query_list"]]} if code == 200 else {"error": "boom"}
                 data = json.dumps(reply).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                self.send_header("Retry-After", "0")
+                self.send_header("Retry-After", retry_after)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -357,6 +359,19 @@ def test_deploy_search_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
         assert len(flaky.seen) == expected_calls
         path, body, auth = flaky.seen[0]
         assert path == "/search" and body["query_list"] in (["a", "b"], ["a"]) and auth == f"Bearer {TOKEN}"
+    finally:
+        flaky.server.shutdown()
+
+
+def test_deploy_search_waits_as_retry_after_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retry-After: 2 makes the client wait 2 s; its own first backoff would be 0.5 .. 0.75 s."""
+    monkeypatch.setenv("TEST_REMOTE_TOKEN", TOKEN)
+    flaky = Flaky([503], retry_after="2")
+    try:
+        mcp = client_engine(tmp_path, flaky.url, max_retries=3)
+        assert mcp.ok("retriever_deploy_search", {"query_list": ["a"]})["ret_psg"] == [["p"]]
+        assert len(flaky.times) == 2
+        assert 1.95 <= flaky.times[1] - flaky.times[0] < 5, flaky.times
     finally:
         flaky.server.shutdown()
 
