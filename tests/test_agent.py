@@ -205,3 +205,9 @@ def test_no_face_keeps_a_list_of_tools() -> None:
         text = re.sub(r'\.get\("\w+"\)', "", f.read_text())  # status keys (bm25_index) are not tool lists
         quoted = [t.name for t in TOOLS if f'"{t.name}"' in text and t.name not in ("search", "build")]
         assert quoted == [], f"{f.name} names tools {quoted}"
+
+
+def test_the_readme_tool_reference_is_the_registry_s() -> None:
+    from retriever.api.reference import README, markdown, section
+
+    assert section(README.read_text()) == markdown(), "run .venv/bin/python -m retriever.api.reference"

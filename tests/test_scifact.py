@@ -42,3 +42,33 @@ def test_scifact_quality(scifact_args: list[str], mode: str, ndcg: float, recall
     assert metrics["recall@100"] >= recall
     run = [line.split() for line in (tmp_path / "run.trec").read_text().splitlines()]
     assert len({r[0] for r in run}) == 300 and max(int(r[3]) for r in run) == 100
+
+
+def test_the_agent_s_search_gives_the_hybrid_figure(scifact_args: list[str]) -> None:
+    """What an agent gets: the default profile's `search` with its defaults (mode hybrid), one query
+    per call, through the MCP client; nDCG@10 as `retriever eval` measures it."""
+    import asyncio
+
+    from fastmcp import Client
+    from retriever.cli import parse_sets
+    from retriever.config import load_config
+    from retriever.engine import Retriever
+    from retriever.evaluation import evaluate, load_qrels, load_queries
+    from retriever.mcp import build_server
+
+    engine = Retriever(load_config(ROOT / "parameter.yaml", parse_sets(scifact_args[3::2])), ROOT)  # the CLI's
+    qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
+    queries = {q: t for q, t in load_queries(SCIFACT / "queries.jsonl").items() if q in qrels}
+
+    async def run() -> dict[str, list[tuple[str, float]]]:
+        out = {}
+        async with Client(build_server(engine)) as client:
+            for qid, text in queries.items():
+                reply = await client.call_tool("search", {"query": text, "top_k": 10})
+                hits = reply.structured_content["results"][0]["hits"]
+                out[qid] = [(h["id"], h["score"]) for h in hits]
+        return out
+
+    metrics = evaluate(asyncio.run(run()), qrels)
+    print("agent search", metrics)
+    assert len(queries) == 300 and metrics["ndcg@10"] >= 0.73

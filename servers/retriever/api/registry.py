@@ -55,10 +55,12 @@ Need = Callable[["Retriever"], str | None]  # None: the tool can work; else what
 
 
 def _llm(engine: Retriever) -> str | None:
+    """an `llm` section"""
     return None if engine.base_config.llm.base_url else "an llm section in parameter.yaml (llm.base_url, llm.model)"
 
 
 def _deploy(engine: Retriever) -> str | None:
+    """a `retriever_url` (or URLs from calls)"""
     cfg = engine.config
     if cfg.retriever_url or cfg.security.client_endpoints:
         return None
@@ -90,16 +92,19 @@ def _web(provider: str | None = None) -> Need:
 
         return f"a {name} key: {key_hint(name)}"
 
+    need.__doc__ = f"a {provider} key (or keys from calls)" if provider else "a web provider with a key"
     return need
 
 
 def _memory(engine: Retriever) -> str | None:
+    """Milvus, or UltraRAG's mode"""
     if engine.ultrarag or engine.config.index_backend == "milvus":
         return None
     return "index_backend milvus (UltraRAG's project memory is a Milvus collection per user)"
 
 
 def _images(engine: Retriever) -> str | None:
+    """the images extra"""
     if importlib.util.find_spec("pypdfium2") is None:
         return "the images extra: pip install 'mcp-retriever[images]'"
     return None
