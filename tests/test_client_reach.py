@@ -7,6 +7,7 @@ did not write; every path a call names is guarded, cache_dir included."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,7 +20,9 @@ from conftest import MCP
 from embedding_servers import FakeServer
 from fake_web import FakeProvider, start, stop
 from retriever import Retriever
-from retriever.config import load_config
+from retriever.config import load_config, validate_config
+from retriever.errors import ForbiddenError
+from retriever.guard import FROM_CLIENT, check_client_config
 from retriever.mcp import build_server
 
 try:  # moving from pipeline/ to api/ while this was written
@@ -179,3 +182,67 @@ def test_a_deploy_url_from_a_call_gets_no_operator_token(project: Path, monkeypa
         operator.close()
         client.close()
 
+
+
+# ---- 2. a model from a call: a local folder inside the roots, or a name the operator lists -----
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every attempt to resolve a host or open a connection, recorded and refused."""
+    attempts: list[Any] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args[:2])
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    return attempts
+
+
+def test_a_hub_model_from_a_call_is_refused_before_any_download(project: Path, no_network: list[Any]) -> None:
+    mcp = UltraRAG(ultrarag_engine(project))
+    text = mcp.error("retriever_init", {"model_name_or_path": "someone/some-embedder",
+                                        "backend_configs": {"sentence_transformers": {"trust_remote_code": True}}})
+    assert "security.allowed_models" in text and "trust_remote_code" in text
+    assert no_network == []
+
+
+def test_a_hub_model_from_a_call_is_refused_without_remote_code_too(project: Path, no_network: list[Any]) -> None:
+    text = UltraRAG(ultrarag_engine(project)).error("retriever_init", {"model_name_or_path": "someone/some-embedder"})
+    assert "security.allowed_models" in text and "someone/some-embedder" in text
+    assert no_network == []
+
+
+def test_remote_code_is_never_switched_on_by_a_call(project: Path, no_network: list[Any]) -> None:
+    text = UltraRAG(ultrarag_engine(project)).error(
+        "retriever_init", {"backend_configs": {"sentence_transformers": {"trust_remote_code": True}}})
+    assert "trust_remote_code" in text and "not from a tool call" in text
+
+
+@pytest.mark.parametrize("model", ["minilm", "", "sentence-transformers/all-MiniLM-L6-v2"])
+def test_the_packaged_model_may_be_named_by_a_call(project: Path, no_network: list[Any], model: str) -> None:
+    status = UltraRAG(ultrarag_engine(project)).ok("retriever_init", {"model_name_or_path": model})
+    assert status["dimension"] == 384 and no_network == []
+
+
+def test_a_name_the_operator_lists_may_come_from_a_call() -> None:
+    base = validate_config({"security": {"client_endpoints": True, "allowed_models": ["org/listed-model"]}}, "x")
+    token = FROM_CLIENT.set(True)
+    try:
+        check_client_config(base, base.with_overrides({"model_name_or_path": "org/listed-model"}), None, http=False)
+        with pytest.raises(ForbiddenError, match="security.allowed_models"):
+            check_client_config(base, base.with_overrides({"model_name_or_path": "org/other-model"}), None,
+                                http=False)
+    finally:
+        FROM_CLIENT.reset(token)
+
+
+def test_a_model_folder_outside_the_roots_is_refused(project: Path, tmp_path: Path, no_network: list[Any]) -> None:
+    folder = tmp_path / "elsewhere" / "model"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    text = UltraRAG(ultrarag_engine(project)).error("retriever_init", {"model_name_or_path": str(folder)})
+    assert "outside the folders this server may use" in text

@@ -25,7 +25,11 @@ class SecurityConfig(Section):
 
     allowed_paths: list[ResolvedPath] = []  # roots for paths in tool calls, besides this file's folder and
     #                                         the index folders configured here
-    client_endpoints: bool = False  # true: tool calls may set URLs, URIs, tokens and keys
+    client_endpoints: bool = False  # true: tool calls may set URLs, URIs, tokens and keys (a key from here or
+    #                                 the environment still goes only to the URL from here)
+    # model names a tool call may load (retriever_init's model_name_or_path), besides the packaged MiniLM
+    # ("", "minilm"), this file's own model and model folders inside the roots above; nothing else is downloaded
+    allowed_models: list[str] = []
     read_only: bool = False  # true: the write tools (embed, index, add, delete, ...) are not served
     http: HTTPSecurity = HTTPSecurity()
 

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from .config import Config
+from .config import MINILM_ALIASES, Config
 from .errors import ForbiddenError
 
 # Set by the layers that serve clients (the MCP tools) for the duration of a call: the checks
@@ -33,6 +33,7 @@ KEYED_URLS = {
        for p in ("exa", "tavily", "zhipuai")},
 }
 MILVUS_TOKEN_ENV = "MILVUS_TOKEN"  # what indexes/milvus_index.py falls back to
+REMOTE_CODE = ("backend_configs.sentence_transformers.trust_remote_code", "backend_configs.infinity.trust_remote_code")
 
 def changed_keys(base: Config, cfg: Config) -> list[str]:
     """Dotted keys whose value in `cfg` differs from the operator's `base`."""
@@ -97,8 +98,9 @@ def check_client_config(base: Config, cfg: Config, base_dir: Path | None, http: 
     for key in changed:
         if key in paths:
             _check_inside(paths[key], roots, key)
-        elif key == "model_name_or_path" and Path(cfg.model_name_or_path).expanduser().exists():
-            _check_inside(Path(cfg.model_name_or_path).expanduser(), roots, key)
+    problems = [p for p in (*_remote_code(cfg, changed), _model(base, cfg, changed, roots)) if p]
+    if problems:
+        raise ForbiddenError("retriever_init: " + "; ".join(problems))
 
 
 def confine_keys(cfg: Config, changed: list[str]) -> None:
@@ -136,3 +138,32 @@ def _confine_milvus(cfg: Config, changed: list[str]) -> None:
         raise ForbiddenError(f"retriever_init: index_backend_configs.milvus.uri comes from this call, so it is "
                              f"sent only a token from the same call, never the operator's {MILVUS_TOKEN_ENV}; pass "
                              "index_backend_configs.milvus.token with it")
+
+
+def _remote_code(cfg: Config, changed: list[str]) -> list[str]:
+    """A model's own code runs only where the operator's YAML says so."""
+    return [f"{key} comes from parameter.yaml, not from a tool call (it runs the model's own code)"
+            for key in REMOTE_CODE if key in changed and _at(cfg, key) is True]
+
+
+def _model(base: Config, cfg: Config, changed: list[str], roots: list[Path]) -> str | None:
+    """Why the model a call names may not be loaded, or None. A call may name the packaged MiniLM,
+    a name in security.allowed_models, or a model folder inside the roots; never a name the server
+    would fetch from a model hub."""
+    if "model_name_or_path" not in changed or cfg.backend != "sentence_transformers":
+        return None  # the other backends send the name to a server; they load no model here
+    name = cfg.model_name_or_path.strip()
+    if name.lower() in MINILM_ALIASES or name in base.security.allowed_models:
+        return None
+    folder = Path(name).expanduser()
+    if not folder.exists():
+        return (f"model_name_or_path {name!r} is neither a model folder inside the folders this server may use "
+                "nor a model the operator lists (security.allowed_models); a tool call never makes the server "
+                "download a model")
+    if not inside(folder, roots):
+        return (f"model_name_or_path: {folder} is outside the folders this server may use (the YAML's folder, "
+                "its index folders, security.allowed_paths)")
+    if cfg.backend_configs.sentence_transformers.trust_remote_code:
+        return ("model_name_or_path: parameter.yaml's trust_remote_code covers its own model and "
+                "security.allowed_models, not a folder a tool call names")
+    return None
