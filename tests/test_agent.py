@@ -211,3 +211,8 @@ def test_the_readme_tool_reference_is_the_registry_s() -> None:
     from retriever.api.reference import README, markdown, section
 
     assert section(README.read_text()) == markdown(), "run .venv/bin/python -m retriever.api.reference"
+
+
+def test_a_tool_left_out_is_named_not_an_internal_error(agent: Agent) -> None:
+    text = agent.error("retriever_delete", {"ids": ["doc01"]})
+    assert "no tool 'retriever_delete' on this server" in text and "internal" not in text

@@ -81,6 +81,10 @@ class ToolErrors(Middleware):
         if size > limit:
             raise ToolError(f"{name}: the arguments are {size} bytes, over limits.max_request_bytes ({limit})")
         tool = self.tools.get(name)
+        if tool is None and self.tools:
+            log.info("%s: no such tool here", name)
+            raise ToolError(f"no tool {name!r} on this server (its profile, read-only mode or tools.exclude leave it "
+                            f"out); its tools: {', '.join(self.tools)}")
         why = tool.unavailable(self.engine) if tool is not None else None
         if why is not None:
             log.info("%s: refused: needs %s", name, why)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..engine import Retriever
 
 
-def annotations(tool: Tool) -> ToolAnnotations:
+def tool_annotations(tool: Tool) -> ToolAnnotations:
     e = tool.effects
     return ToolAnnotations(read_only_hint=e.read_only, destructive_hint=e.destructive, idempotent_hint=e.idempotent,
                            open_world_hint=e.open_world)
@@ -75,7 +75,7 @@ def register(mcp: FastMCP, engine: Retriever, tools: Sequence[Tool]) -> None:
             return structured(payload) if spec.output_schema else reply(payload)
 
         fn = tool_function(spec.name, spec.request, spec.doc, serve)
-        mcp.tool(fn, output_schema=spec.output_schema, annotations=annotations(spec), title=spec.title)
+        mcp.tool(fn, output_schema=spec.output_schema, annotations=tool_annotations(spec), title=spec.title)
 
 
-__all__ = ["annotations", "register", "serve_call", "tool_function"]
+__all__ = ["tool_annotations", "register", "serve_call", "tool_function"]

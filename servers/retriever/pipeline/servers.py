@@ -61,8 +61,8 @@ class InProcess(Server):
         spec = self.registry[tool]
         request = spec.request.model_validate(args)
         if inspect.iscoroutinefunction(spec.call):
-            return await spec.call(self.engine, request)  # type: ignore[no-any-return]
-        return await asyncio.to_thread(spec.call, self.engine, request)  # type: ignore[no-any-return]
+            return await spec.call(self.engine, request)
+        return await asyncio.to_thread(spec.call, self.engine, request)
 
 
 class Builtin(Server):
