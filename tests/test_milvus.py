@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,29 +106,89 @@ def test_lite_flushes_once_per_write_burst(tmp_path: Path, monkeypatch: pytest.M
     store.close()
 
 
-def test_a_call_sets_ef_or_nprobe(uri: str) -> None:
-    """HNSW takes ef per call, IVF nprobe; either on another index type is a clear error."""
-    ids, vectors, texts, metas = rows(200)
-    hnsw = make_store(uri, index_params={"index_type": "HNSW", "params": {"M": 8, "efConstruction": 64}})
-    hnsw.create(DIM, {"model": "test-model"})
+ANN_INDEXES = [
+    pytest.param({"index_type": "HNSW", "params": {"M": 4, "efConstruction": 16}}, {"ef": 10}, "efSearch", 500,
+                 id="hnsw-ef"),
+    pytest.param({"index_type": "IVF_FLAT", "params": {"nlist": 16}}, {"nprobe": 1}, "nprobe", 16, id="ivf-nprobe"),
+]
+
+
+def _indexed(store: MilvusStore, n: int) -> None:
+    """Flush, wait until the index covers every row, then reload: until then a Milvus server
+    searches its growing segments with an interim index of its own, whatever the settings."""
+    store._client.flush(store.collection)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        index = store._client.describe_index(store.collection, "vector")
+        if index.get("indexed_rows", 0) >= n and not index.get("pending_index_rows", 0):
+            break
+        time.sleep(0.5)
+    store._client.release_collection(store.collection)
+    store._client.load_collection(store.collection)
+
+
+@pytest.mark.milvus_server
+@pytest.mark.parametrize(("index_params", "low", "name", "high"), ANN_INDEXES)
+def test_a_call_sets_ef_or_nprobe(milvus_server_uri: str, index_params: dict, low: dict, name: str,
+                                  high: int) -> None:
+    """The YAML's low setting misses neighbours; a call's high one finds them all, and leaves the
+    YAML's in place. (Milvus Lite searches exactly at any setting, so only a server shows it.)"""
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((2000, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = vectors[:20] + 0.5 * rng.standard_normal((20, 16)).astype(np.float32)
+    ids = [f"d{i}" for i in range(2000)]
+    exact = [{ids[r] for r in row} for row in np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]]
+    store = make_store(milvus_server_uri, index_params=index_params, search_params={"params": low})
+    store.create(16, {"model": "test-model"})
     try:
+        store.upsert(ids, vectors, ids, [{}] * 2000)
+        _indexed(store, 2000)
+
+        def recall(ann: dict | None) -> float:
+            found = store.search(queries, k=10, ann=ann)
+            return float(np.mean([len({h[0] for h in hits} & want) / 10 for hits, want in zip(found, exact)]))
+
+        assert recall(None) < 0.9 and recall({name: high}) == 1.0 and recall(None) < 0.9
+    finally:
+        store.drop()
+        store.close()
+
+
+def test_a_call_s_ef_or_nprobe_reaches_milvus(uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search request carries the call's value over the YAML's, and the next call the YAML's."""
+    hnsw = make_store(uri, index_params={"index_type": "HNSW", "params": {"M": 8, "efConstruction": 64}},
+                      search_params={"params": {"ef": 10}})
+    hnsw.create(DIM, {"model": "test-model"})
+    sent: list[dict] = []
+    real = hnsw._client.search
+    monkeypatch.setattr(hnsw._client, "search", lambda *a, **kw: (sent.append(kw["search_params"]), real(*a, **kw))[1])
+    try:
+        ids, vectors, texts, metas = rows(50)
         hnsw.upsert(ids, vectors, texts, metas)
-        exact = np.argsort(-(vectors[:5] @ vectors.T), axis=1, kind="stable")[:, :10]
-        found = hnsw.search(vectors[:5], k=10, ann={"efSearch": 200})
-        assert [[h[0] for h in hits] for hits in found] == [[ids[r] for r in row] for row in exact]
-        with pytest.raises(InvalidInputError, match="nprobe: this Milvus collection's index is HNSW"):
-            hnsw.search(vectors[:1], k=10, ann={"nprobe": 8})
+        assert hnsw.search(vectors[:1], k=10, ann={"efSearch": 200})[0][0][0] == "d0"
+        hnsw.search(vectors[:1], k=10)
+        assert [p["params"] for p in sent] == [{"ef": 200}, {"ef": 10}]
     finally:
         hnsw.drop()
         hnsw.close()
+
+
+def test_ef_or_nprobe_on_another_index_type_is_refused(uri: str) -> None:
+    hnsw = make_store(uri, index_params={"index_type": "HNSW", "params": {"M": 8, "efConstruction": 64}})
     flat = make_store(uri)
-    flat.create(DIM, {"model": "test-model"})
     try:
+        for store in (hnsw, flat):
+            store.create(DIM, {"model": "test-model"})
+        vectors = rows(1)[1]
+        with pytest.raises(InvalidInputError, match="nprobe: this Milvus collection's index is HNSW"):
+            hnsw.search(vectors, k=10, ann={"nprobe": 8})
         with pytest.raises(InvalidInputError, match="ef_search: this Milvus collection's index is FLAT"):
-            flat.search(vectors[:1], k=10, ann={"efSearch": 64})
+            flat.search(vectors, k=10, ann={"efSearch": 64})
     finally:
-        flat.drop()
-        flat.close()
+        for store in (hnsw, flat):
+            store.drop()
+            store.close()
 
 
 def test_a_released_collection_is_loaded_before_the_first_read(store: MilvusStore) -> None:
