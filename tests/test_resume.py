@@ -72,8 +72,8 @@ def test_three_kills_then_the_same_index_as_a_clean_run(tmp_path: Path) -> None:
         if n:  # each run after a kill starts at the chunk the last one finished
             assert resumed_at(tmp_path / f"run{n}.log") == done_at_kill[n - 1]
     assert 3 <= done_at_kill[0] < done_at_kill[1] < done_at_kill[2] < 25
-    # a fourth kill once the embedding file is published (FAISS or BM25 being built, or already done)
-    index(config, tmp_path / "run3.log", sidecar.exists)
+    # a fourth kill once the embedding file is published (FAISS or BM25 being built)
+    assert index(config, tmp_path / "run3.log", sidecar.exists) is None, "the fourth run ended before its kill"
     assert resumed_at(tmp_path / "run3.log") == done_at_kill[2]
     assert index(config, tmp_path / "last.log") == 0
 
