@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from conftest import MCP
@@ -246,3 +247,69 @@ def test_a_model_folder_outside_the_roots_is_refused(project: Path, tmp_path: Pa
     (folder / "config.json").write_text("{}")
     text = UltraRAG(ultrarag_engine(project)).error("retriever_init", {"model_name_or_path": str(folder)})
     assert "outside the folders this server may use" in text
+
+
+# ---- 3. a write from a call never replaces a file this program did not write -------------------
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_embed_from_a_call_leaves_an_operators_npy_alone(project: Path, overwrite: bool) -> None:
+    theirs = project.parent / "data" / "operator_vectors.npy"
+    theirs.parent.mkdir()
+    np.save(theirs, np.arange(12, dtype=np.float32).reshape(3, 4))
+    before = theirs.read_bytes()
+    mcp = UltraRAG(ultrarag_engine(project))
+    mcp.ok("retriever_init")
+    text = mcp.error("retriever_embed", {"embedding_path": "data/operator_vectors.npy", "overwrite": overwrite})
+    assert "this server did not write" in text if overwrite else "exists" in text
+    assert theirs.read_bytes() == before
+    assert not (theirs.parent / "operator_vectors.npy.json").exists()
+
+
+def test_embed_from_a_call_may_replace_its_own_npy(project: Path) -> None:
+    mcp = UltraRAG(ultrarag_engine(project))
+    mcp.ok("retriever_init")
+    mcp.ok("retriever_embed", {"embedding_path": "data/vectors.npy"})
+    mcp.ok("retriever_embed", {"embedding_path": "data/vectors.npy", "overwrite": True})
+
+
+def _pdf(path: Path, pages: int = 2) -> Path:
+    from PIL import Image
+
+    sheets = [Image.new("RGB", (100, 140), c) for c in ("red", "green", "blue")[:pages]]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sheets[0].save(path, save_all=True, append_images=sheets[1:], resolution=72)
+    return path
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_an_image_corpus_from_a_call_does_not_replace_the_yamls_corpus(project: Path, overwrite: bool) -> None:
+    _pdf(project.parent / "pdfs" / "report.pdf")
+    corpus = load_config(project).corpus_path
+    assert corpus is not None and corpus.is_file()
+    before = corpus.read_bytes()
+    text = UltraRAG(ultrarag_engine(project)).error("retriever_build_image_corpus", {
+        "parse_file_path": "pdfs", "image_corpus_save_path": str(corpus), "overwrite": overwrite})
+    assert "this server did not write" in text if overwrite else "exists" in text
+    assert corpus.read_bytes() == before
+    assert not (project.parent / "image").exists()  # no page rendered either
+
+
+def test_an_image_corpus_from_a_call_does_not_replace_an_operators_page(project: Path) -> None:
+    _pdf(project.parent / "pdfs" / "report.pdf")
+    page = project.parent / "pages" / "image" / "report" / "page_0.jpg"
+    page.parent.mkdir(parents=True)
+    page.write_bytes(b"the operator's picture")
+    text = UltraRAG(ultrarag_engine(project)).error("retriever_build_image_corpus", {
+        "parse_file_path": "pdfs", "image_corpus_save_path": "pages/c.jsonl", "overwrite": True})
+    assert "this server did not write" in text
+    assert page.read_bytes() == b"the operator's picture" and not (page.parent / "page_1.jpg").exists()
+
+
+def test_an_image_corpus_from_a_call_may_be_rebuilt(project: Path) -> None:
+    _pdf(project.parent / "pdfs" / "report.pdf")
+    mcp = UltraRAG(ultrarag_engine(project))
+    args = {"parse_file_path": "pdfs", "image_corpus_save_path": "pages/c.jsonl", "overwrite": True}
+    assert mcp.ok("retriever_build_image_corpus", args)["images"] == 2
+    _pdf(project.parent / "pdfs" / "report.pdf", 3)
+    assert mcp.ok("retriever_build_image_corpus", args)["images"] == 3

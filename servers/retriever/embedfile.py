@@ -4,7 +4,8 @@ The matrix is written through `numpy.lib.format.open_memmap` a chunk at a time, 
 at one chunk; passages go shortest first over the whole corpus to cut padding. Crash safety:
 the new matrix goes to `.<name>.partial`; the old sidecar is removed before the finished matrix is
 renamed into place and the new sidecar written last. A matrix without its sidecar is refused,
-so a crash never leaves a matrix that loads as the wrong one.
+so a crash never leaves a matrix that loads as the wrong one. The sidecar also says the matrix is
+this program's: a tool call never replaces a `.npy` without one (guard.check_replace).
 
 Resuming: after each chunk the partial matrix is flushed to disk, then `.<name>.partial.json`
 records how many chunks are done (with the manifest and chunk size they were made under). A write
@@ -27,14 +28,15 @@ from numpy.lib.format import open_memmap
 from .corpus import DocStore
 from .embedders import Embedder
 from .errors import AlreadyExistsError, ConfigError, IndexMismatchError
+from .guard import check_replace
 from .memory import bulk_allocations
-from .persist import FORMAT_VERSION, atomic_write_text, check_manifest, remove_temporaries
+from .persist import FORMAT_VERSION, atomic_write_text, check_manifest, record_of, remove_temporaries, written_here
 
 log = logging.getLogger(__name__)
 
 
 def sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".json")
+    return record_of(path)
 
 
 def write_embeddings(
@@ -45,13 +47,15 @@ def write_embeddings(
         raise ConfigError(f"embedding_path must end with .npy, got {path}")
     if path.exists() and not overwrite:
         raise AlreadyExistsError(f"{path} exists; pass overwrite=true to replace it")
+    partial, log_file = path.with_name(f".{path.name}.partial"), path.with_name(f".{path.name}.partial.json")
+    # ours: its manifest says so, or a write of ours was cut between the rename and the manifest
+    check_replace((path, sidecar(path)), written_here(path) or log_file.is_file(), "embedding_path")
     from tqdm import tqdm
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    for leftover in (path, sidecar(path)):  # writes killed before their rename (SIGKILL runs no `finally`)
+    for leftover in (path, sidecar(path), log_file):  # writes killed before their rename (SIGKILL runs no `finally`)
         remove_temporaries(leftover)
     n = len(docs)
-    partial, log_file = path.with_name(f".{path.name}.partial"), path.with_name(f".{path.name}.partial.json")
     plan = {**manifest, "count": n, "dimension": embedder.dimension, "chunk": chunk}
     done = _finished_chunks(partial, log_file, plan)
     if done:
@@ -79,9 +83,9 @@ def write_embeddings(
         os.fsync(f.fileno())
     sidecar(path).unlink(missing_ok=True)
     os.replace(partial, path)
-    log_file.unlink(missing_ok=True)
     full = {"format_version": FORMAT_VERSION, **manifest}
     atomic_write_text(sidecar(path), json.dumps(full, indent=2))
+    log_file.unlink(missing_ok=True)  # last: until the manifest is written it says the matrix is ours
     return full
 
 

@@ -11,7 +11,7 @@ that repeats its YAML's settings in `retriever_init` keeps working.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,19 @@ def check_path(path: Path, base: Config, base_dir: Path | None, what: str) -> Pa
     if FROM_CLIENT.get():
         _check_inside(path, allowed_roots(base, base_dir), what)
     return path
+
+
+def check_replace(files: Iterable[Path], ours: bool, what: str) -> None:
+    """A client's write replaces only files this program wrote: refused, with or without
+    overwrite, where one of `files` (what the write would put or replace) exists and `ours` (the
+    record this program keeps beside them, persist.written_here) is false. The operator's may."""
+    if not FROM_CLIENT.get() or ours:
+        return
+    taken = next((f for f in files if f.exists()), None)
+    if taken is not None:
+        raise ForbiddenError(f"{what}: {taken.name} exists and this server did not write it; a tool call never "
+                             "replaces such a file, with or without overwrite (choose another path, or the operator "
+                             "removes it)")
 
 
 def _check_inside(path: Path, roots: list[Path], what: str) -> None:

@@ -60,6 +60,39 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def record_of(path: Path) -> Path:
+    """The JSON record this program writes beside a file it writes (`<name>.json`): an embedding
+    file's manifest, an image corpus's record."""
+    return path.with_name(path.name + ".json")
+
+
+def written_here(path: Path) -> bool:
+    """Whether this program wrote the file `path`: its record beside it says so."""
+    return _is_record(record_of(path))
+
+
+FOLDER_RECORD = ".written.json"  # in a folder this program fills with files of its own (rendered pages)
+
+
+def mark_folder(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    if not _is_record(folder / FOLDER_RECORD):
+        atomic_write_text(folder / FOLDER_RECORD, json.dumps({"format_version": FORMAT_VERSION}))
+
+
+def folder_written_here(folder: Path) -> bool:
+    """Whether this program filled `folder` (mark_folder)."""
+    return _is_record(folder / FOLDER_RECORD)
+
+
+def _is_record(path: Path) -> bool:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and "format_version" in record
+
+
 def read_manifest(folder: Path) -> dict[str, Any] | None:
     """The folder's manifest, or None when there is none (nothing was ever published)."""
     path = folder / MANIFEST

@@ -5,7 +5,9 @@ beside the corpus file, and listed as `{"id", "image_id", "image_path", "pdf", "
 keys, plus the source file and the page number from 0 for filters; a second PDF of the same stem
 gets `<stem>-2`). A PDF that will not open (damaged,
 or encrypted with a password) is skipped and named in the reply. The corpus file is written to a
-temporary name and renamed into place, so a crash never leaves half a corpus.
+temporary name and renamed into place, so a crash never leaves half a corpus. A record beside the
+corpus (`<name>.jsonl.json`) and one in each page folder (`.written.json`) say this program wrote
+them: a tool call replaces no corpus and no page without them (guard.check_replace).
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AlreadyExistsError, InvalidInputError, MissingDependencyError
-from ..persist import atomic_write_text
+from ..guard import check_replace
+from ..persist import (
+    FOLDER_RECORD,
+    FORMAT_VERSION,
+    atomic_write_text,
+    folder_written_here,
+    mark_folder,
+    record_of,
+    written_here,
+)
 
 log = logging.getLogger(__name__)
 DPI = 144  # UltraRAG renders at 144 dpi too
@@ -56,6 +67,7 @@ def build_image_corpus(source: Path, corpus: Path, overwrite: bool = False, dpi:
         raise InvalidInputError(f"image_corpus_save_path must end with .jsonl, got {corpus}")
     if corpus.exists() and not overwrite:
         raise AlreadyExistsError(f"{corpus} exists; pass overwrite=true to replace it")
+    check_replace((corpus, record_of(corpus)), written_here(corpus), "image_corpus_save_path")
     pdfs = pdf_files(source)
     rows: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
@@ -69,8 +81,10 @@ def build_image_corpus(source: Path, corpus: Path, overwrite: bool = False, dpi:
             log.warning("skipped %s: %s", pdf, e)
             continue
         folder = corpus.parent / "image" / stem
-        folder.mkdir(parents=True, exist_ok=True)
         try:
+            pages = [folder / f"page_{n}.jpg" for n in range(len(doc))]
+            check_replace([*pages, folder / FOLDER_RECORD], folder_written_here(folder), "image_corpus_save_path")
+            mark_folder(folder)
             for n in range(len(doc)):
                 rel = f"image/{stem}/page_{n}.jpg"
                 doc[n].render(scale=dpi / 72).to_pil().convert("RGB").save(corpus.parent / rel, quality=90)
@@ -81,6 +95,8 @@ def build_image_corpus(source: Path, corpus: Path, overwrite: bool = False, dpi:
     if not rows:
         raise InvalidInputError(f"{source}: no page could be rendered ({len(skipped)} PDFs skipped: "
                                 f"{'; '.join(f'{k}: {v}' for k, v in skipped.items())})")
+    record = {"format_version": FORMAT_VERSION, "kind": "image corpus", "images": len(rows)}
+    atomic_write_text(record_of(corpus), json.dumps(record))  # first: a corpus in place is always marked ours
     atomic_write_text(corpus, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     log.info("image corpus %s: %d pages from %d PDFs", corpus, len(rows), len(pdfs) - len(skipped))
     return {"image_corpus_save_path": str(corpus), "images": len(rows), "pdfs": len(pdfs) - len(skipped),
