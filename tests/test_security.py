@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import time
 import urllib.error
@@ -416,15 +417,40 @@ def test_a_non_utf8_corpus_names_the_file_and_line(tmp_path: Path) -> None:
         engine_for(write_project(tmp_path / "p", corpus=corpus)).init()
 
 
-def test_an_embed_killed_before_its_rename_leaves_nothing_after_the_next(built_project: Path, tmp_path: Path) -> None:
+KILLED_BEFORE_RENAME = """
+import os, signal, sys
+from pathlib import Path
+from retriever import Retriever
+from retriever.config import load_config
+
+real = os.replace
+def replace(src, dst):  # SIGKILL at the rename of a temporary into `target`: its temporary is left behind
+    if str(src).endswith(".tmp") and Path(dst).name == sys.argv[2]:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(src, dst)
+os.replace = replace
+config = Path(sys.argv[1])
+engine = Retriever(load_config(config), config.parent)
+engine.init()
+engine.embed(overwrite=True, progress=False)
+"""
+
+
+@pytest.mark.parametrize("target", [
+    pytest.param("embedding.npy.json", id="the-manifest"),
+    pytest.param(".embedding.npy.partial.json", id="the-progress-record"),
+])
+def test_an_embed_killed_before_its_rename_leaves_nothing_after_the_next(built_project: Path, tmp_path: Path,
+                                                                         target: str) -> None:
     config = copy_built(built_project, tmp_path / "p")
     out = config.parent / "out"
-    leftovers = [out / ".embedding.npy.0badc0de.tmp", out / ".embedding.npy.json.1badc0de.tmp"]
-    for path in leftovers:
-        np.save(path.with_suffix(""), np.zeros(3))
-        path.with_suffix("").with_suffix(".npy").rename(path) if False else path.write_bytes(b"\x93NUMPY...")
+    killed = subprocess.run([str(BIN / "python"), "-c", KILLED_BEFORE_RENAME, str(config), target],
+                            capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    leftovers = list(out.glob(f".{target}.*.tmp"))
+    assert len(leftovers) == 1, sorted(p.name for p in out.iterdir())
     (out / ".unrelated.tmp").write_text("not ours")
     e = engine_for(config)
     e.init()
     e.embed(overwrite=True, progress=False)
-    assert not any(p.exists() for p in leftovers) and (out / ".unrelated.tmp").exists()
+    assert not leftovers[0].exists() and (out / ".unrelated.tmp").exists()
