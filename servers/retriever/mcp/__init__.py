@@ -4,6 +4,7 @@ server's state. No retrieval logic lives here."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
@@ -24,6 +25,14 @@ def server_version() -> str:
         return "0+unknown"
 
 
+class _OneLine(logging.Filter):
+    """FastMCP logs every failed call itself (a traceback for each, a client's mistake included);
+    ToolErrors logs each once, as one line, with the traceback for our own bugs only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(("Error calling tool", "Invalid arguments for tool"))
+
+
 def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: bool = False,
                  profile: str | None = None, include: Iterable[str] | None = None,
                  exclude: Iterable[str] | None = None) -> FastMCP:
@@ -35,6 +44,9 @@ def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: boo
     profile = profile or ("ultrarag" if ultrarag else cfg.tools.profile)
     tools = selected(profile, cfg.tools.include if include is None else include,
                      cfg.tools.exclude if exclude is None else exclude, read_only)
+    fastmcp_log = logging.getLogger("fastmcp.server.server")
+    if not any(isinstance(f, _OneLine) for f in fastmcp_log.filters):
+        fastmcp_log.addFilter(_OneLine())
     server = FastMCP("retriever", version=server_version(), middleware=[ToolErrors(engine, tools)],
                      instructions=instructions(engine, tools))
     register(server, engine, tools)
