@@ -313,3 +313,14 @@ def test_an_image_corpus_from_a_call_may_be_rebuilt(project: Path) -> None:
     assert mcp.ok("retriever_build_image_corpus", args)["images"] == 2
     _pdf(project.parent / "pdfs" / "report.pdf", 3)
     assert mcp.ok("retriever_build_image_corpus", args)["images"] == 3
+
+
+# ---- 4. every path a call names is guarded: the embedding cache too -----------------------------
+
+
+def test_a_cache_dir_from_a_call_outside_the_roots_is_refused(project: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere" / "cache"
+    text = UltraRAG(ultrarag_engine(project)).error(
+        "retriever_init", {"backend_configs": {"sentence_transformers": {"cache_dir": str(outside)}}})
+    assert "backend_configs.sentence_transformers.cache_dir" in text and "outside the folders" in text
+    assert not outside.parent.exists()  # no export, no lock file

@@ -279,7 +279,8 @@ class Config(Section):
         out = {"corpus_path": self.corpus_path, "embedding_path": self.embedding_path, "docs_path": self.docs_path,
                "collections_path": self.collections_path, "backend_configs.bm25.save_path": self.backend_configs.bm25.save_path,
                "index_backend_configs.faiss.index_path": self.index_backend_configs.faiss.index_path,
-               "security.http.tokens_file": self.security.http.tokens_file}
+               "security.http.tokens_file": self.security.http.tokens_file,
+               "backend_configs.sentence_transformers.cache_dir": self.backend_configs.sentence_transformers.cache_dir}
         if "://" not in self.index_backend_configs.milvus.uri:
             out["index_backend_configs.milvus.uri"] = Path(self.index_backend_configs.milvus.uri)
         return {k: v for k, v in out.items() if v is not None}
