@@ -216,3 +216,47 @@ def test_the_readme_tool_reference_is_the_registry_s() -> None:
 def test_a_tool_left_out_is_named_not_an_internal_error(agent: Agent) -> None:
     text = agent.error("retriever_delete", {"ids": ["doc01"]})
     assert "no tool 'retriever_delete' on this server" in text and "internal" not in text
+
+
+SAMPLES = {"query_list": "what is BM25?", "query": "what is BM25?", "batch_query_list": [["what is BM25?"]],
+           "question_list": [["what is BM25?"]], "collections": [""], "id": "doc15", "ids": ["doc15"],
+           "documents": [{"id": "w1", "contents": "walked through every face"}], "text": "a walked text",
+           "source_id": "walk", "parse_file_path": "data", "image_corpus_save_path": "out/images.jsonl",
+           "parameter_file": "parameter.yaml"}
+
+
+def minimal(tool: Any) -> dict[str, Any]:
+    """A tool's required arguments, from sample values by name (plus text for ingest)."""
+    args = {n: SAMPLES[n] for n, f in tool.request.model_fields.items() if f.is_required()}
+    if "ingest" in tool.name:
+        args |= {"text": SAMPLES["text"], "source_id": "walk"}
+    if "delete" in tool.name:
+        args |= {"ids": ["walk-gone"]}
+    return args
+
+
+def test_retriever_run_calls_every_tool(built_project: Path, tmp_path: Path) -> None:
+    """Through `retriever run`'s in-process server, every tool answers or fails with our error
+    (a RetrieverError naming what is missing: an LLM, a graph, a provider), never anything else."""
+    from retriever.errors import RetrieverError
+    from retriever.pipeline.servers import InProcess
+
+    config = copy_built(built_project, tmp_path / "p")
+    server = InProcess(config, {}, {})
+    answered, refused = [], {}
+
+    async def walk() -> None:
+        for name in server.tools:
+            try:
+                await server.call(name, minimal(BY_NAME[name]))
+                answered.append(name)
+            except RetrieverError as e:
+                refused[name] = str(e)[:80]
+
+    asyncio.run(walk())
+    # what needs what this project lacks: an LLM, a web provider, a deployed service, a graph, a PDF
+    assert set(refused) <= {t.name for t in TOOLS if t.needs or t.name in (
+        "retriever_graph_search", "retriever_build_image_corpus", "retriever_embed", "retriever_index",
+        "bm25_index")}, refused
+    assert {"search", "get_document", "retriever_search", "bm25_search", "retriever_hybrid_search",
+            "retriever_ingest", "retriever_get_neighbors", "retriever_add", "retriever_delete"} <= set(answered)

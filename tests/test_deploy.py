@@ -380,3 +380,18 @@ def test_deploy_search_connection_refused(tmp_path: Path) -> None:
     err = client_engine(tmp_path, f"127.0.0.1:{free_port()}", max_retries=1).error(
         "retriever_deploy_search", {"query_list": ["a"]})
     assert "cannot reach it" in err and "after 1 retries" in err
+
+
+def test_every_read_tool_answers_at_tools(service: Deploy) -> None:
+    """`/tools/<tool>` serves every read-only tool of the registry (service.app.READ_TOOLS): each
+    answers, or says what it lacks (an LLM, a graph, a user collection) with a 4xx, never a 500."""
+    from retriever.api.registry import BY_NAME
+    from retriever.service.app import READ_TOOLS
+    from test_agent import minimal
+
+    statuses = {name: service.client.post(f"/tools/{name}", json=minimal(BY_NAME[name])).status_code
+                for name in READ_TOOLS}
+    assert all(code < 500 for code in statuses.values()), statuses
+    assert {n for n, c in statuses.items() if c == 200} >= {"search", "get_document", "list_collections",
+                                                           "retriever_search", "bm25_search", "retriever_batch_search",
+                                                           "retriever_hybrid_search", "retriever_fanout_search"}
