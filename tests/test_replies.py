@@ -47,15 +47,17 @@ def test_pages_put_together_are_the_complete_result(mcp_built: MCP) -> None:
     full = text_json(mcp_built.call("retriever_search", {**args, "max_bytes": 0}))
     assert "truncated" not in full and [len(q) for q in full["ret_ids"]] == [20] * 40
     pages: list[list[str]] = [[] for _ in range(40)]
-    offset = 0
+    offset, calls = 0, 0
     while True:
         out = text_json(mcp_built.call("retriever_search", {**args, "offset": offset, "max_bytes": 20_000}))
+        calls += 1
         for got, ids in zip(pages, out["ret_ids"]):
-            got[len(got):] = ids[max(0, len(got) - offset):]
+            got.extend(ids)  # each page as it comes: a hit sent twice shows up twice
         if "truncated" not in out:
             break
         assert out["truncated"]["next_offset"] > offset
         offset = out["truncated"]["next_offset"]
+    assert calls > 2 and all(len(p) == len(set(p)) for p in pages), "a hit was sent twice"
     assert [p[:20] for p in pages] == full["ret_ids"]  # a page holds top_k hits after the offset
 
 

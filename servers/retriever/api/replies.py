@@ -67,7 +67,9 @@ def _size(value: Any) -> int:
 def budgeted(lists: list[list[Hit]], offset: int, max_bytes: int, max_chars: int, with_text: bool,
              with_meta: bool) -> tuple[list[list[Hit]], dict[str, Any] | None]:
     """The hits to send (from rank `offset + 1` on, passages clipped, within the budget) and, if
-    anything was left out or cut, the note that says what and how to get it."""
+    anything was left out or cut, the note that says what and how to get it. A cut reply sends
+    every query the same number of hits (fewer where a query has fewer), the most that fit for
+    all, so the next page starts at one `next_offset` for all of them."""
     lists, clipped = clip(lists, max_chars if with_text else 0)
     keep, cut = fit(lists, max_bytes, with_text, with_meta)
     if not cut and not clipped:
@@ -75,7 +77,10 @@ def budgeted(lists: list[list[Hit]], offset: int, max_bytes: int, max_chars: int
     note: dict[str, Any] = {}
     if cut:
         found = [len(hits) for hits in lists]
-        next_offset = offset + min(k for k, n in zip(keep, found) if k < n)
+        page = min(k for k, n in zip(keep, found) if k < n)
+        if page:  # one page size for every query, so offset + page resends none and skips none
+            keep = [min(k, page) for k in keep]
+        next_offset = offset + page
         more = (f"call again with the same arguments and offset={next_offset} for the following ones"
                 if next_offset > offset else "not even one hit per query fits: send fewer queries per call")
         note.update(hits_sent=keep, hits_found=found, next_offset=next_offset,
