@@ -21,15 +21,11 @@ from conftest import MCP
 from embedding_servers import FakeServer
 from fake_web import FakeProvider, start, stop
 from retriever import Retriever
+from retriever.api.ultrarag import ultrarag_overrides
 from retriever.config import load_config, validate_config
 from retriever.errors import ForbiddenError
 from retriever.guard import FROM_CLIENT, check_client_config
 from retriever.mcp import build_server
-
-try:  # moving from pipeline/ to api/ while this was written
-    from retriever.api.ultrarag import ultrarag_overrides
-except ImportError:
-    from retriever.pipeline.ultrarag import ultrarag_overrides  # type: ignore[no-redef,attr-defined]
 
 KEY = "sk-OPERATOR-5e6f7a8b9c0d"  # the operator's, in the YAML or the environment
 CLIENT_KEY = "sk-client-own-1a2b3c"
