@@ -260,3 +260,24 @@ def test_retriever_run_calls_every_tool(built_project: Path, tmp_path: Path) -> 
         "bm25_index")}, refused
     assert {"search", "get_document", "retriever_search", "bm25_search", "retriever_hybrid_search",
             "retriever_ingest", "retriever_get_neighbors", "retriever_add", "retriever_delete"} <= set(answered)
+
+
+def test_a_client_mistake_is_one_log_line_and_our_bug_a_traceback(agent: Agent, caplog: pytest.LogCaptureFixture,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    from retriever.api import agent as agent_api
+
+    caplog.set_level(logging.INFO)
+    agent.error("search", {"querry": "typo"})
+    lines = [r for r in caplog.records if r.levelno >= logging.INFO and r.name.startswith(("retriever", "fastmcp"))]
+    assert len(lines) == 1 and "invalid arguments" in lines[0].getMessage() and not lines[0].exc_info
+    caplog.clear()
+
+    def broken(*args: Any) -> Any:
+        raise KeyError("planted")
+
+    monkeypatch.setattr(agent_api, "_hit", broken)
+    text = agent.error("search", {"query": Q})
+    assert "internal error (KeyError)" in text and "bug" in text
+    assert any(r.exc_info for r in caplog.records if r.name == "retriever.mcp")

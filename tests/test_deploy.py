@@ -190,14 +190,15 @@ def test_mcp_mounted_in_the_same_process(service: Deploy) -> None:
         transport = StreamableHttpTransport(f"{service.url}/mcp", headers={"Authorization": f"Bearer {TOKEN}"})
         async with Client(transport) as client:
             names = {t.name for t in await client.list_tools()}
-            result = await client.call_tool("bm25_search", {"query_list": ["what is BM25?"], "top_k": 1})
+            result = await client.call_tool("search", {"query": ["what is BM25?"], "top_k": 1, "mode": "bm25"})
             return names, json.loads(result.content[0].text)
 
     import asyncio
 
     names, body = asyncio.run(run())
-    assert "retriever_search" in names and "retriever_add" not in names
-    assert body["ret_ids"][0][0] == "doc15"
+    # the YAML's profile (agent), read-only: no tool that writes
+    assert names == {"search", "get_document", "list_collections"}
+    assert body["results"][0]["hits"][0]["id"] == "doc15"
 
 
 # ---- queue bounds, timeouts and callers that go away: a service kept busy by a heavy request ------

@@ -17,6 +17,7 @@ from ..locks import collection_lock
 from ..results import as_queries
 from .models import (
     SCORES,
+    SEARCH_REQUESTS,
     AgenticSearchRequest,
     BM25SearchRequest,
     ExtractTriplesRequest,
@@ -45,17 +46,19 @@ def with_warnings(reply: Payload, warnings: list[str]) -> Payload:
 
 
 def mode_search(engine: Retriever, mode: str, queries: list[str], k: int | None, r: Any) -> Hits:
-    """`queries` searched with `mode` (dense, bm25 or hybrid) and the request's filters and scores."""
-    opts = {**r.options(*SCORES), "collection_name": getattr(r, "collection_name", None)}
-    match mode:
-        case "dense":
-            return engine.search(queries, k, r.query_instruction, **opts)
-        case "bm25":
-            return engine.bm25_search(queries, k, **opts)
-        case "hybrid":
-            return engine.hybrid_search(queries, k, r.query_instruction,
-                                        candidate_depth=getattr(r, "candidate_depth", None), **opts)
-    raise InvalidInputError(f"mode must be dense, bm25 or hybrid, got {mode!r}")
+    """`queries` searched with `mode` (a kind of search/rankers.py, its request from
+    models.SEARCH_REQUESTS) and the request's filters and scores."""
+    from .calls import HITS
+
+    kind = SEARCH_REQUESTS.get(mode)
+    if kind is None:
+        raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_REQUESTS)}, got {mode!r}")
+    options = {**r.options(*SCORES), "collection_name": getattr(r, "collection_name", None)}
+    if "query_instruction" in kind.model_fields:
+        options["query_instruction"] = r.query_instruction
+    if "candidate_depth" in kind.model_fields:
+        options["candidate_depth"] = getattr(r, "candidate_depth", None)
+    return HITS[kind](engine, kind(query_list=queries, top_k=k, **options))
 
 
 def reranked(engine: Retriever, r: SearchRequest | BM25SearchRequest, search: Any, k: int | None) -> tuple[Hits, Payload]:

@@ -92,18 +92,20 @@ class ToolErrors(Middleware):
         before = self.hidden()
         try:
             return await call_next(context)
-        except ToolError as e:
-            log.info("%s: %s", name, _one_line(e))
-            raise
-        except RetrieverError as e:
-            log.info("%s: %s", name, _one_line(e))
-            raise ToolError(str(e)) from e
-        except (ArgumentError, ValidationError) as e:
-            problems = argument_problems(e)
-            log.info("%s: invalid arguments: %s", name, problems)
-            raise ToolError(f"{name}: invalid arguments: {problems}") from e
-        except Exception as e:
-            log.exception("%s: internal error", name)
+        except Exception as raised:
+            # FastMCP wraps what a tool raises in a ToolError (`from` it): judge by that cause
+            e = raised.__cause__ if isinstance(raised, ToolError) and raised.__cause__ is not None else raised
+            if isinstance(e, ToolError):
+                log.info("%s: %s", name, _one_line(e))
+                raise e from None
+            if isinstance(e, RetrieverError):
+                log.info("%s: %s", name, _one_line(e))
+                raise ToolError(str(e)) from e
+            if isinstance(e, (ArgumentError, ValidationError)):
+                problems = argument_problems(e)
+                log.info("%s: invalid arguments: %s", name, problems)
+                raise ToolError(f"{name}: invalid arguments: {problems}") from e
+            log.error("%s: internal error", name, exc_info=e)
             raise ToolError(f"{name}: internal error ({type(e).__name__}); this is a bug in the server, whose log "
                             "has the details") from e
         finally:
