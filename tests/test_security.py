@@ -15,7 +15,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import yaml
 from conftest import BIN, MCP, copy_built, engine_for, run_cli, write_project
@@ -268,8 +267,8 @@ def test_http_holds_a_chunked_body_to_the_limit(small_limit_server: str, body: b
     import httpx
 
     def pieces() -> Any:  # an iterator: httpx sends it chunked, with no Content-Length
-        for start in range(0, len(body), 4096):
-            yield body[start:start + 4096]
+        for at in range(0, len(body), 4096):
+            yield body[at:at + 4096]
 
     r = httpx.post(small_limit_server, content=pieces(), timeout=60, headers={
         "authorization": "Bearer tok-small-333", "content-type": "application/json",
