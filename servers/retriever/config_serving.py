@@ -49,6 +49,17 @@ class LimitsConfig(Section):
     max_results: int = Field(2_000_000, ge=1)  # queries x depth (top_k, or candidate_depth for fused searches)
     max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # the JSON of one call's arguments
     max_documents: int = Field(10000, ge=1)  # documents in one retriever_add
+    max_chunks: int = Field(10000, ge=1)  # chunks one ingested document is cut into
+    max_provider_requests: int = Field(1000, ge=1)  # web search requests one call sends (retries included)
+    max_llm_requests: int = Field(1000, ge=1)  # LLM requests one call sends
+    max_triples: int = Field(100_000, ge=1)  # triples one retriever_extract_triples call adds
+    max_graph_triples: int = Field(500_000, ge=1)  # triples a collection's graph holds
+    # documents read by path (retriever_ingest, retriever_build_image_corpus), checked before the heavy work
+    max_file_bytes: int = Field(32 * 1024 * 1024, ge=1)  # bytes of one file
+    max_pages: int = Field(2000, ge=1)  # pages of one PDF
+    max_page_chars: int = Field(200_000, ge=1)  # text of one PDF page (its content stream's bytes bound it first)
+    max_page_pixels: int = Field(50_000_000, ge=1)  # pixels of one rendered page (A0 at 144 dpi: 32M)
+    max_parse_seconds: float = Field(120.0, gt=0)  # parsing or rendering one file
 
 
 class ChunkingConfig(Section):

@@ -8,6 +8,7 @@ the call; the context (and so the event) follows the call into its worker thread
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TypeVar
@@ -24,6 +25,50 @@ def check_cancelled(done: int, total: int) -> None:
     event = CANCEL.get()
     if event is not None and event.is_set():
         raise CancelledWork(f"cancelled by the caller after {done} of {total} queries")
+
+
+def check_cancel(what: str) -> None:
+    """Stop `what` if the caller cancelled (or went away): the cancellation point of any long work."""
+    event = CANCEL.get()
+    if event is not None and event.is_set():
+        raise CancelledWork(f"cancelled by the caller during {what}")
+
+
+def check_count(what: str, count: int, key: str, limit: int, hint: str) -> None:
+    """Refuse `count` of something over `limits.<key>` (its value `limit`), naming the key."""
+    if count > limit:
+        raise LimitError(f"{what}: {count}, the limit is {limit} (limits.{key}); {hint}")
+
+
+class Budget:
+    """At most `limit` uses within one call (a request sent to a provider or an LLM), from any thread."""
+
+    def __init__(self, what: str, key: str, limit: int) -> None:
+        self.what, self.key, self.limit, self.used = what, key, limit, 0
+        self._lock = threading.Lock()
+
+    def take(self) -> None:
+        with self._lock:
+            if self.used >= self.limit:
+                raise LimitError(f"{self.what}: this call has sent its {self.limit} requests (limits.{self.key}); "
+                                 "split the call")
+            self.used += 1
+
+
+class Deadline:
+    """Long work on one input (parsing or rendering a file): `check()` between its steps stops it
+    when the caller cancelled or `seconds` (limits.<key>) have passed."""
+
+    def __init__(self, what: str, seconds: float, key: str = "max_parse_seconds") -> None:
+        self.what, self.seconds, self.key = what, seconds, key
+        self.until = time.monotonic() + seconds
+        self.cancel = CANCEL.get()  # taken here: a check may run on a thread the context did not follow
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise CancelledWork(f"cancelled by the caller during {self.what}")
+        if time.monotonic() > self.until:
+            raise LimitError(f"{self.what}: not done within {self.seconds:g} s (limits.{self.key})")
 
 
 def check_limits(limits: LimitsConfig, queries: int, depth: int) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, LimitError, LLMError, NotYetSupportedError
 from ..fusion import rrf
+from ..limits import check_count, check_limits
 from ..locks import collection_lock
 from ..results import as_queries
 from .models import (
@@ -38,7 +39,13 @@ if TYPE_CHECKING:
 def client(engine: Retriever) -> ChatClient:
     from ..llm.client import ChatClient
 
-    return ChatClient(engine.base_config.llm)
+    return ChatClient(engine.base_config.llm, engine.config.limits.max_llm_requests)
+
+
+def check_requests(engine: Retriever, tool: str, requests: int, per: str) -> None:
+    """Refuse before any is sent a call that needs more LLM requests than limits.max_llm_requests."""
+    check_count(f"{tool}: LLM requests this call needs ({per})", requests, "max_llm_requests",
+                engine.config.limits.max_llm_requests, "split the call")
 
 
 def with_warnings(reply: Payload, warnings: list[str]) -> Payload:
@@ -69,6 +76,7 @@ def reranked(engine: Retriever, r: SearchRequest | BM25SearchRequest, search: An
     if opt is None:
         raise InvalidInputError("llm_rerank is not set")
     top = engine.config.top_k if k is None else k
+    check_requests(engine, "llm_rerank", len(as_queries(r.query_list)), "at least one per query")
     hits = search(max(top, opt.depth))
     out, warnings = rerank(client(engine), as_queries(r.query_list), hits, opt.method, opt.depth, opt.batch_size)
     return [h[:top] for h in out], with_warnings({"llm_rerank": opt.model_dump()}, warnings)
@@ -77,7 +85,10 @@ def reranked(engine: Retriever, r: SearchRequest | BM25SearchRequest, search: An
 def rewrite_query(engine: Retriever, r: RewriteRequest) -> Payload:
     from ..llm.tasks import rewrite
 
-    queries, warnings = rewrite(client(engine), as_queries(r.query_list), r.n)
+    queries = as_queries(r.query_list)
+    check_limits(engine.config.limits, len(queries), 1)
+    check_requests(engine, "retriever_rewrite_query", len(queries), "one per query")
+    queries, warnings = rewrite(client(engine), queries, r.n)
     return with_warnings({"queries": queries}, warnings)
 
 
@@ -86,10 +97,14 @@ def agentic_search(engine: Retriever, r: AgenticSearchRequest) -> tuple[Hits, Pa
     again (the rounds' hits fused with RRF), until judged sufficient or `max_rounds`."""
     from ..llm.tasks import judge, rewrite
 
-    llm = client(engine)
     k = engine.config.top_k if r.top_k is None else r.top_k
+    questions = as_queries(r.query_list)
+    check_limits(engine.config.limits, len(questions), k)
+    check_requests(engine, "retriever_agentic_search", len(questions) * (2 * r.max_rounds - 1),
+                   f"up to a judgement and a rewrite per round: queries x (2 x max_rounds {r.max_rounds} - 1)")
+    llm = client(engine)
     out, rounds, warnings = [], [], []
-    for question in as_queries(r.query_list):
+    for question in questions:
         query, lists, log = question, [], []
         fused: list[Hit] = []
         for n in range(1, r.max_rounds + 1):
@@ -136,6 +151,7 @@ def extract_triples(engine: Retriever, r: ExtractTriplesRequest) -> Payload:
     if len(ids) > limit:
         raise LimitError(f"retriever_extract_triples: {len(ids)} documents in one call, the limit is {limit} "
                          "(limits.max_documents); pass ids in batches")
+    check_requests(engine, "retriever_extract_triples", len(ids), "one per document")
     unknown = [i for i in ids if i not in collection.row_of]
     if unknown:
         raise InvalidInputError(f"retriever_extract_triples: no document {unknown[0]!r} ({len(unknown)} unknown)")
@@ -144,10 +160,15 @@ def extract_triples(engine: Retriever, r: ExtractTriplesRequest) -> Payload:
     found = triples(llm, [collection.get(collection.row_of[i]).text for i in ids])
     ok = [(i, f) for i, f in zip(ids, found) if not isinstance(f, LLMError)]
     failed = {i: str(f) for i, f in zip(ids, found) if isinstance(f, LLMError)}
+    limits = s.config.limits
+    check_count("retriever_extract_triples: triples found in one call", sum(len(f) for _, f in ok), "max_triples",
+                limits.max_triples, "pass fewer ids per call; nothing was added")
     path = graph_path(s.config.paths().docs)
     with _EXTRACTING, collection_lock(s.config.paths().docs):
         graph = Graph.load(path) if path.is_file() else Graph((), (), llm.cfg.model)
         graph = graph.merged([i for i, _ in ok], [f for _, f in ok], llm.cfg.model)
+        check_count("retriever_extract_triples: triples the graph would hold", len(graph.triples),
+                    "max_graph_triples", limits.max_graph_triples, "nothing was added")
         graph.save(path)
     reply = {"graph_path": str(path), "documents": len(ok), "triples_added": sum(len(f) for _, f in ok),
              "triples": len(graph.triples), "failed": failed, "seconds": round(time.perf_counter() - t, 2)}
@@ -175,6 +196,7 @@ def graph_search(engine: Retriever, r: GraphSearchRequest) -> Hits:
             else np.empty((0, s.embedder.dimension), np.float32)
     vectors = _VECTORS[key]
     queries = as_queries(r.query_list)
+    check_limits(s.config.limits, len(queries), max(r.seed_k or 0, r.top_k or s.config.top_k))
     seeds = mode_search(engine, r.mode, queries, r.seed_k, r)
     qvecs = s.embedder.encode_queries(queries, r.query_instruction or s.config.query_instruction)
     k = s.config.top_k if r.top_k is None else r.top_k
@@ -194,10 +216,13 @@ def graph_search(engine: Retriever, r: GraphSearchRequest) -> Hits:
 def infer_filters(engine: Retriever, r: InferFiltersRequest) -> Payload:
     from ..llm.tasks import infer_filter
 
+    queries = as_queries(r.query_list)
+    check_limits(engine.config.limits, len(queries), 1)
+    check_requests(engine, "retriever_infer_filters", len(queries), "one per query")
     llm = client(engine)
     description = r.description or engine.base_config.llm.collection_description
     found, warnings = [], []
-    for query in as_queries(r.query_list):
+    for query in queries:
         f, w = infer_filter(llm, query, description)
         found.append(f)
         warnings += w

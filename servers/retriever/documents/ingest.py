@@ -13,6 +13,7 @@ from .. import changes
 from ..collection import parse_documents
 from ..errors import InvalidInputError
 from ..filters import parse as parse_filter
+from ..limits import check_count
 from ..session import Session
 from .split import chunk_records, chunks_of
 
@@ -21,7 +22,10 @@ def ingest(s: Session, source_id: str, text: str, metadata: dict[str, Any],
            progress: bool) -> tuple[Session, dict[str, Any]]:
     if not source_id or ":" in source_id:
         raise InvalidInputError(f"retriever_ingest: source_id must be non-empty without ':', got {source_id!r}")
-    chunks = chunks_of(text, s.config.chunking)
+    limit = s.config.limits.max_chunks
+    chunks = chunks_of(text, s.config.chunking, limit)
+    check_count(f"retriever_ingest: chunks of {source_id!r}", len(chunks), "max_chunks", limit,
+                "send a shorter document or cut it with larger chunking.length; nothing was added")
     if not chunks:
         raise InvalidInputError(f"retriever_ingest: {source_id!r} has no text")
     docs = parse_documents(list(chunk_records(metadata, text, chunks, source_id)))

@@ -17,6 +17,9 @@ from typing import Any, Literal
 
 from ..config import ChunkingConfig
 from ..errors import InvalidInputError, MissingDependencyError
+from ..limits import check_cancel
+
+EVERY = 4096  # units or chunks between two looks at the caller's cancellation
 
 SplitBy = Literal["sentence", "word", "passage"]
 Span = tuple[int, int]
@@ -34,10 +37,13 @@ class Chunk:
 
 def units(text: str, by: SplitBy) -> list[Span]:
     """The spans of `text`'s sentences, words or passages, in order."""
-    if by == "word":
-        return [m.span() for m in _WORD.finditer(text)]
-    if by == "passage":
-        return [m.span() for m in _PASSAGE.finditer(text)]
+    if by in ("word", "passage"):
+        found: list[Span] = []
+        for m in (_WORD if by == "word" else _PASSAGE).finditer(text):
+            found.append(m.span())
+            if len(found) % EVERY == 0:
+                check_cancel("chunking")
+        return found
     try:
         import pysbd
     except ImportError as e:
@@ -51,8 +57,9 @@ def units(text: str, by: SplitBy) -> list[Span]:
     return spans
 
 
-def windows(spans: Sequence[Span], length: int, overlap: int) -> list[Span]:
-    """Consecutive groups of `length` spans, each sharing `overlap` with the previous one."""
+def windows(spans: Sequence[Span], length: int, overlap: int, most: int | None = None) -> list[Span]:
+    """Consecutive groups of `length` spans, each sharing `overlap` with the previous one (no more
+    than `most` + 1: enough to tell a caller the text is over its limit)."""
     if length < 1 or not 0 <= overlap < length:
         raise InvalidInputError(f"chunking: length must be at least 1 and overlap in 0..length-1 "
                                 f"(got length {length}, overlap {overlap})")
@@ -61,16 +68,18 @@ def windows(spans: Sequence[Span], length: int, overlap: int) -> list[Span]:
     for first in range(0, len(spans), step):
         group = spans[first : first + length]
         out.append((group[0][0], group[-1][1]))
-        if first + length >= len(spans):
+        if first + length >= len(spans) or (most is not None and len(out) > most):
             break
+        if len(out) % EVERY == 0:
+            check_cancel("chunking")
     return out
 
 
-def split(text: str, by: SplitBy, length: int, overlap: int = 0) -> list[Chunk]:
-    return [Chunk(s, e) for s, e in windows(units(text, by), length, overlap)]
+def split(text: str, by: SplitBy, length: int, overlap: int = 0, most: int | None = None) -> list[Chunk]:
+    return [Chunk(s, e) for s, e in windows(units(text, by), length, overlap, most)]
 
 
-def split_hierarchy(text: str, by: SplitBy, levels: Sequence[int]) -> list[Chunk]:
+def split_hierarchy(text: str, by: SplitBy, levels: Sequence[int], most: int | None = None) -> list[Chunk]:
     """Chunks of `levels[0]` units, each split into chunks of `levels[1]` units, and so on
     (parents listed before their children, without overlap)."""
     if not levels or any(b >= a for a, b in zip(levels, levels[1:])):
@@ -81,6 +90,10 @@ def split_hierarchy(text: str, by: SplitBy, levels: Sequence[int]) -> list[Chunk
     def descend(first: int, last: int, depth: int, parent: int | None) -> None:
         size = levels[depth]
         for start in range(first, last, size):
+            if most is not None and len(out) > most:
+                return
+            if len(out) % EVERY == 0:
+                check_cancel("chunking")
             end = min(start + size, last)
             out.append(Chunk(spans[start][0], spans[end - 1][1], depth, parent))
             if depth + 1 < len(levels) and end - start > levels[depth + 1]:
@@ -91,11 +104,14 @@ def split_hierarchy(text: str, by: SplitBy, levels: Sequence[int]) -> list[Chunk
     return out
 
 
-def chunks_of(text: str, cfg: ChunkingConfig) -> list[Chunk]:
-    """`text` cut as the `chunking` settings say (by none: one chunk, the whole text)."""
+def chunks_of(text: str, cfg: ChunkingConfig, most: int | None = None) -> list[Chunk]:
+    """`text` cut as the `chunking` settings say (by none: one chunk, the whole text); past `most`
+    chunks the cutting stops (the list then has `most` + 1, for the caller to refuse)."""
     if cfg.by == "none":
         return [Chunk(0, len(text))] if text.strip() else []
-    return split_hierarchy(text, cfg.by, cfg.levels) if cfg.levels else split(text, cfg.by, cfg.length, cfg.overlap)
+    if cfg.levels:
+        return split_hierarchy(text, cfg.by, cfg.levels, most)
+    return split(text, cfg.by, cfg.length, cfg.overlap, most)
 
 
 def chunk_records(record: dict[str, Any], text: str, chunks: Sequence[Chunk], source_id: str) -> Iterator[dict[str, Any]]:

@@ -18,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..config_serving import LLMConfig
-from ..errors import ConfigError, LLMError, MissingDependencyError
+from ..errors import CancelledWork, ConfigError, LLMError, MissingDependencyError
+from ..limits import CANCEL, Budget
 from ..redaction import detail, redact
 
 KEY_ENV = "RETRIEVER_LLM_API_KEY"
@@ -27,7 +28,10 @@ SYSTEM = "You are a retrieval assistant. Answer with one JSON object only, no pr
 
 
 class ChatClient:
-    def __init__(self, cfg: LLMConfig) -> None:
+    """One call's client: at most `max_requests` requests (limits.max_llm_requests), none sent once
+    the call is cancelled (limits.CANCEL, taken when the client is made)."""
+
+    def __init__(self, cfg: LLMConfig, max_requests: int | None = None) -> None:
         if not cfg.base_url or not cfg.model:
             raise ConfigError("the LLM tools need an OpenAI-compatible chat-completions server: set llm.base_url and "
                               "llm.model in parameter.yaml (key: llm.api_key or $RETRIEVER_LLM_API_KEY)")
@@ -36,6 +40,8 @@ class ChatClient:
         except ImportError as e:
             raise MissingDependencyError("openai", "mcp-retriever[openai]") from e
         self.cfg = cfg
+        self.budget = None if max_requests is None else Budget("LLM requests", "max_llm_requests", max_requests)
+        self.cancel = CANCEL.get()
         configured = cfg.api_key.get_secret_value() if cfg.api_key is not None else ""
         from_env = "" if cfg.url_from_call else os.environ.get(KEY_ENV, "")  # a call's URL: its key only (guard.py)
         self._key = configured.strip() or from_env.strip() or NO_KEY
@@ -46,6 +52,10 @@ class ChatClient:
     def ask(self, prompt: str) -> Any:
         """The model's answer to `prompt`, parsed from JSON."""
         o, c = self._openai, self.cfg
+        if self.cancel is not None and self.cancel.is_set():
+            raise CancelledWork("cancelled by the caller; no further LLM request sent")
+        if self.budget is not None:
+            self.budget.take()
         extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if c.json_mode else {}
         try:
             reply = self._client.chat.completions.create(

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from ..config import Config, WebProvider
 from ..errors import ConfigError
+from ..limits import Budget, check_count, check_limits
 from .base import (
     ENV_VARS,
     QueryResult,
@@ -60,11 +61,18 @@ def build_websearch(cfg: Config, provider: str, env: Mapping[str, str] | None = 
 
 async def web_search(cfg: Config, provider: str, queries: Sequence[str], top_k: int,
                      concurrency: int) -> list[QueryResult]:
-    """Every query through `provider`, at most `concurrency` in flight; one result per query, in order."""
+    """Every query through `provider`, at most `concurrency` in flight; one result per query, in order.
+    Within limits: queries (max_queries, max_results) and requests, retries included
+    (max_provider_requests), refused before any is sent."""
+    check_limits(cfg.limits, len(queries), top_k)
+    limit = cfg.limits.max_provider_requests
+    check_count("web search requests in one call (one per query)", len(queries), "max_provider_requests", limit,
+                "split the call")
     searcher, key = build_websearch(cfg, provider)
     pcfg = getattr(cfg.websearch_backend_configs, searcher.provider)
     try:
         return await run_queries(searcher, queries, top_k, concurrency,
-                                 RetryPolicy(pcfg.max_retries, pcfg.base_delay), secret=key)
+                                 RetryPolicy(pcfg.max_retries, pcfg.base_delay), secret=key,
+                                 budget=Budget(f"{searcher.provider} web search", "max_provider_requests", limit))
     finally:
         await searcher.aclose()

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..errors import RetrieverError
+from ..errors import LimitError, RetrieverError
+from ..limits import Budget
 from ..redaction import detail
 from ..retry import RetryPolicy
 
@@ -68,12 +69,16 @@ def redact(text: str, secret: str | None) -> str:
 
 
 async def search_one(searcher: WebSearcher, index: int, query: str, top_k: int, policy: RetryPolicy,
-                     slots: asyncio.Semaphore, secret: str | None = None) -> QueryResult:
+                     slots: asyncio.Semaphore, secret: str | None = None,
+                     budget: Budget | None = None) -> QueryResult:
     """One query with retries. A slot is held only while a request is in flight, not while
-    backing off, so a query waiting to retry does not hold back the others."""
+    backing off, so a query waiting to retry does not hold back the others. Each request takes
+    one from the call's `budget` (limits.max_provider_requests); none left: the query fails."""
     retry = 0
     while True:
         try:
+            if budget is not None:
+                budget.take()
             async with slots:
                 hits = await searcher.search(query, top_k)
             return QueryResult(tuple(hits[:top_k]))
@@ -87,7 +92,7 @@ async def search_one(searcher: WebSearcher, index: int, query: str, top_k: int, 
             log.warning("%s: query %d: %s; retry %d/%d in %.2f s", searcher.provider, index, reason,
                         retry, policy.max_retries, wait)
             await asyncio.sleep(wait)
-        except QueryError as e:
+        except (QueryError, LimitError) as e:
             return _failed(searcher.provider, index, redact(str(e), secret))
         except WebsearchAuthError:
             raise
@@ -101,13 +106,14 @@ def _failed(provider: str, index: int, reason: str) -> QueryResult:
 
 
 async def run_queries(searcher: WebSearcher, queries: Sequence[str], top_k: int, concurrency: int,
-                      policy: RetryPolicy, secret: str | None = None) -> list[QueryResult]:
+                      policy: RetryPolicy, secret: str | None = None,
+                      budget: Budget | None = None) -> list[QueryResult]:
     """Every query concurrently, at most `concurrency` requests in flight; results in query order.
     A `WebsearchAuthError` from any query cancels the rest and is raised."""
     slots = asyncio.Semaphore(concurrency)
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(search_one(searcher, i, q, top_k, policy, slots, secret))
+            tasks = [group.create_task(search_one(searcher, i, q, top_k, policy, slots, secret, budget))
                      for i, q in enumerate(queries)]
     except* WebsearchAuthError as eg:
         raise eg.exceptions[0] from None
