@@ -100,7 +100,7 @@ def test_cli_errors_are_one_clear_line(project: Path) -> None:
     assert proc.returncode == 2
     assert "unknown key 'top_kk'" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_cli("search", "x", "--config", str(project))
-    assert proc.returncode == 2 and "call retriever_embed then retriever_index" in proc.stderr
+    assert proc.returncode == 2 and "`retriever index`" in proc.stderr
 
 
 # ---- cross-checks against standard implementations, and the significance test ---------------

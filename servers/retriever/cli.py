@@ -33,11 +33,24 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _sets(args: argparse.Namespace) -> dict[str, Any]:
+    """The --set overrides, checked on their own first: a typo there is blamed on --set."""
+    from .config import validate_config
+
+    sets = parse_sets(args.set)
+    if sets:
+        validate_config(sets, source="--set", base_dir=args.config.resolve().parent)
+    return sets
+
+
 def _retriever(args: argparse.Namespace) -> Any:
     from .config import load_config
     from .engine import Retriever
 
-    return Retriever(load_config(args.config, parse_sets(args.set)), args.config.resolve().parent)
+    return Retriever(load_config(args.config, _sets(args)), args.config.resolve().parent)
+
+
+NO_INDEX = "build the indexes first: `retriever index` (with the same --config and --set)"
 
 
 def _engine(args: argparse.Namespace, **overrides: Any) -> Any:
@@ -52,7 +65,7 @@ def _ultrarag_engine(args: argparse.Namespace) -> Any:
     from .config import deep_merge, load_config
     from .engine import Retriever
 
-    cwd, sets = Path.cwd(), parse_sets(args.set)
+    cwd, sets = Path.cwd(), _sets(args)
     given = load_config(args.config, sets, base_dir=cwd)  # read once; --set stays over UltraRAG's meanings
     overrides = ultrarag_overrides(cwd, given.index_backend, given.security.allowed_paths)
     engine = Retriever(given.with_overrides(deep_merge(overrides, sets), cwd), cwd)
@@ -205,8 +218,19 @@ def _filters(raw: str | None) -> dict[str, Any] | None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    engine = _engine(args)
-    out = _search(engine, args.mode, [args.text], args.k, _filters(args.filters))
+    from .errors import IndexMissingError
+
+    filters = _filters(args.filters)
+    engine = _engine(args, **({"backend": "bm25"} if args.mode == "bm25" else {}))  # BM25 loads no model
+    try:
+        out = _search(engine, args.mode, [args.text], args.k, filters)
+    except IndexMissingError as e:
+        raise IndexMissingError(f"{str(e).partition(';')[0]}; {NO_INDEX}") from None
+    if not out["ret_ids"][0]:
+        print(f"retriever search: no hits for {args.text!r} (mode {args.mode})", file=sys.stderr)
+        if args.json:
+            print("[]")
+        return 1
     hits = list(zip(out["ret_ids"][0], out["ret_scores"][0], out["ret_psg"][0], out["ret_meta"][0]))
     if args.json:
         print(json.dumps([{"id": i, "score": sc, "text": t, "metadata": m} for i, sc, t, m in hits],
@@ -222,6 +246,8 @@ def cmd_add(args: argparse.Namespace) -> int:
     """Add (upsert) the records of a JSONL file, a batch at a time; each batch is one change."""
     from .corpus import iter_lines
 
+    if not args.file.is_file():
+        raise RetrieverError(f"no file {args.file} (a JSONL file of documents)")
     engine = _engine(args)
     report = {"added": 0, "replaced": 0}
     batch: list[dict[str, Any]] = []
@@ -295,6 +321,16 @@ def _print_metrics(metrics: dict[str, Any], as_json: bool) -> None:
             print(f"{key:>16}  {value}")
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _version() -> str:
     from .mcp import server_version
 
@@ -316,9 +352,10 @@ def parser() -> argparse.ArgumentParser:
         return sp
 
     s = add("serve", "run the MCP server (stdio by default)")
-    s.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                   help="stdio (an MCP client starts the server) or http (streamable HTTP at /mcp)")
+    s.add_argument("--host", default="127.0.0.1", help="http: bind address; off loopback a bearer token is required")
+    s.add_argument("--port", type=int, default=8000, help="http: port (default 8000)")
     s.add_argument("--init", action="store_true", help="call retriever_init at start-up")
     s.add_argument("--read-only", action="store_true",
                    help="serve no write tool (embed, index, bm25_index, add, delete); also security.read_only")
@@ -339,27 +376,29 @@ def parser() -> argparse.ArgumentParser:
 
     s = add("deploy", "run the shared HTTP search service (POST /search, /tools/<tool>, /metrics, ...)")
     s.add_argument("--host", default="127.0.0.1", help="bind address; off loopback a bearer token is required")
-    s.add_argument("--port", type=int, default=64501)
+    s.add_argument("--port", type=int, default=64501, help="port (default 64501)")
     s.add_argument("--mcp", action="store_true", help="also serve the read-only MCP tools at /mcp (streamable HTTP)")
     s.set_defaults(fn=cmd_deploy)
 
     s = sub.add_parser("run", help="run a YAML pipeline (UltraRAG's grammar) without UltraRAG")
-    s.add_argument("pipeline", type=Path)
+    s.add_argument("pipeline", type=Path, help="the pipeline YAML (servers: and pipeline:)")
     s.add_argument("--param", type=Path, help="parameters per server alias (YAML), over each server's own")
     s.add_argument("--output", type=Path, help="result file (default: output/<pipeline>_<time>.json beside it)")
     s.set_defaults(fn=cmd_run)
 
     s = add("index", "embed, index and BM25-index the corpus from the YAML (headless)")
     s.add_argument("--overwrite", action="store_true", help="rebuild even what is up to date")
-    s.add_argument("--mode", choices=["all", "dense", "bm25"], default="all")
+    s.add_argument("--mode", choices=["all", "dense", "bm25"], default="all",
+                   help="what to build (default all; bm25 loads no embedding model)")
     s.set_defaults(fn=cmd_index)
 
     s = add("search", "search the saved indexes")
-    s.add_argument("text")
-    s.add_argument("-k", type=int, default=10)
-    s.add_argument("--mode", choices=MODES, default="dense")
+    s.add_argument("text", help="the query")
+    s.add_argument("-k", type=_positive, default=10, help="hits to show (default 10)")
+    s.add_argument("--mode", choices=MODES, default="dense",
+                   help="hybrid: dense + BM25 fused (the best ranking); dense; bm25 (loads no embedding model)")
     s.add_argument("--filters", help='a filter as JSON, e.g. \'{"field": "meta.year", "operator": ">=", "value": 2020}\'')
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="the hits as JSON on stdout")
     s.set_defaults(fn=cmd_search)
 
     s = add("add", "add (upsert) documents from a JSONL file to the selected collection")
@@ -368,29 +407,30 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_add)
 
     s = add("delete", "delete documents by id and/or filter from the selected collection")
-    s.add_argument("ids", nargs="*")
-    s.add_argument("--filters", help="a filter as JSON")
+    s.add_argument("ids", nargs="*", help="ids of the documents to delete")
+    s.add_argument("--filters", help="and/or the documents a filter keeps, as JSON (the search tools' language)")
     s.set_defaults(fn=cmd_delete)
 
     s = add("eval", "nDCG@10, Recall@100, MRR@10 over BEIR queries and qrels (or of a TREC run file: --run)")
     s.add_argument("--queries", type=Path, help="BEIR queries to search (or give --run)")
-    s.add_argument("--qrels", type=Path, required=True)
+    s.add_argument("--qrels", type=Path, required=True, help="relevance judgements: BEIR qrels (TSV: query-id, corpus-id, score, with a header)")
     s.add_argument("--run", type=Path, help="measure this TREC run file instead of searching")
     s.add_argument("--mode", choices=MODES, default="dense",
                    help="hybrid uses the YAML's hybrid section (fusion, rrf_k, vector_weight, candidate_depth)")
-    s.add_argument("-k", type=int, default=100, help="depth of the run (default 100)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("-k", type=_positive, default=100, help="depth of the run (default 100)")
+    s.add_argument("--json", action="store_true", help="the metrics as JSON")
     s.add_argument("--run-file", type=Path, help="write a TREC run file here")
     s.set_defaults(fn=cmd_eval)
 
     s = add("compare", "is run B better than run A beyond chance? paired randomisation test and t-test")
     s.add_argument("run_a", type=Path, help="TREC run file of the baseline")
     s.add_argument("run_b", type=Path, help="TREC run file of the candidate")
-    s.add_argument("--qrels", type=Path, required=True)
-    s.add_argument("--measure", choices=("ndcg@10", "recall@100", "mrr@10"), default="ndcg@10")
-    s.add_argument("--permutations", type=int, default=10_000)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--qrels", type=Path, required=True, help="relevance judgements: BEIR qrels (TSV: query-id, corpus-id, score, with a header)")
+    s.add_argument("--measure", choices=("ndcg@10", "recall@100", "mrr@10"), default="ndcg@10",
+                   help="the measure compared (default ndcg@10)")
+    s.add_argument("--permutations", type=_positive, default=10_000, help="sign flips of the randomisation test")
+    s.add_argument("--seed", type=int, default=0, help="seed of the randomisation test")
+    s.add_argument("--json", action="store_true", help="the result as JSON")
     s.set_defaults(fn=cmd_compare)
     return p
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
+from ..errors import IndexMissingError
 from ..results import as_queries
 from ..search.rankers import MODES
 from . import calls
@@ -73,7 +74,12 @@ def search(engine: Retriever, r: SearchRequest) -> Payload:
     request = SEARCH_REQUESTS[r.mode](query_list=r.query, top_k=r.top_k, filters=r.filters, window=r.window,
                                       offset=r.offset, collection_name=r.collection, scale_score=True,
                                       return_metadata=True)
-    hits = calls.windowed(engine, request, calls.HITS[type(request)](engine, request))
+    try:
+        found = calls.HITS[type(request)](engine, request)
+    except IndexMissingError as e:  # the agent has no build tools: the operator builds indexes
+        raise IndexMissingError(f"{e}. This server's operator builds the indexes (`retriever index`); until then "
+                                f"try another mode") from None
+    hits = calls.windowed(engine, request, found)
     s = calls.shape(engine, request)
     lists, note = budgeted([h[r.offset:] for h in hits], r.offset, s.max_bytes, s.max_chars, True, True)
     out: Payload = {"results": [{"query": q, "hits": [_hit(h) for h in row]}

@@ -210,8 +210,9 @@ TOOLS: tuple[Tool, ...] = (
        "BM25 search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first.", HITS,
        ultrarag_inputs="q_ls,top_k", cli="search"),
     _t("retriever_add", "Add documents", m.AddRequest, calls.add,
-       "Add documents to the selected collection, embedded with the session's model and searchable at once. An "
-       "id that exists is replaced.", effects=WRITE, cli="add"),
+       "Add documents to the selected collection, embedded with the session's model: searchable at once by dense "
+       "search, and by BM25 and hybrid once the collection has a BM25 index (bm25_index; later adds join it at "
+       "once). An id that exists is replaced.", effects=WRITE, cli="add"),
     _t("retriever_ingest", "Ingest a document", m.IngestRequest, calls.ingest,
        "Add a document (text as text/markdown/html, or a .txt/.md/.html/.pdf file the server may read): parsed, "
        "cut into chunks by the YAML's chunking settings, embedded and searchable at once. Returns the chunk ids "

@@ -112,8 +112,9 @@ class Hybrid:
             raise NotYetSupportedError("hybrid search: backend is 'bm25', which has no embedder; use BM25 search")
         text_only(s, "hybrid search")
         if s.dense is None or s.bm25 is None:
-            raise IndexMissingError("hybrid search needs both indexes: call retriever_embed + retriever_index "
-                                    "and bm25_index")
+            missing = [what for what, index in (("dense (retriever_embed, then retriever_index)", s.dense),
+                                                ("BM25 (bm25_index)", s.bm25)) if index is None]
+            raise IndexMissingError(f"hybrid search needs both indexes; missing: {' and '.join(missing)}")
         h = self.options
         weights = self.weights(s)  # before the dense search starts: auto may probe the collection first
         dense = compute.submit(Dense(self.query_instruction, self.ann).rows, s, queries, h.candidate_depth, allowed)
