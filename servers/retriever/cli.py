@@ -413,7 +413,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = add("eval", "nDCG@10, Recall@100, MRR@10 over BEIR queries and qrels (or of a TREC run file: --run)")
     s.add_argument("--queries", type=Path, help="BEIR queries to search (or give --run)")
-    s.add_argument("--qrels", type=Path, required=True, help="relevance judgements: BEIR qrels (TSV: query-id, corpus-id, score, with a header)")
+    s.add_argument("--qrels", type=Path, required=True, help="BEIR qrels: TSV query-id, corpus-id, score, with a header")
     s.add_argument("--run", type=Path, help="measure this TREC run file instead of searching")
     s.add_argument("--mode", choices=MODES, default="dense",
                    help="hybrid uses the YAML's hybrid section (fusion, rrf_k, vector_weight, candidate_depth)")
@@ -425,7 +425,7 @@ def parser() -> argparse.ArgumentParser:
     s = add("compare", "is run B better than run A beyond chance? paired randomisation test and t-test")
     s.add_argument("run_a", type=Path, help="TREC run file of the baseline")
     s.add_argument("run_b", type=Path, help="TREC run file of the candidate")
-    s.add_argument("--qrels", type=Path, required=True, help="relevance judgements: BEIR qrels (TSV: query-id, corpus-id, score, with a header)")
+    s.add_argument("--qrels", type=Path, required=True, help="BEIR qrels: TSV query-id, corpus-id, score, with a header")
     s.add_argument("--measure", choices=("ndcg@10", "recall@100", "mrr@10"), default="ndcg@10",
                    help="the measure compared (default ndcg@10)")
     s.add_argument("--permutations", type=_positive, default=10_000, help="sign flips of the randomisation test")
