@@ -101,7 +101,7 @@ def ingest(engine: Retriever, r: IngestRequest) -> Payload:
         raise InvalidInputError("retriever_ingest takes `text` or `path`, one of them")
     if r.path is not None:
         path = engine.resolve_path(r.path, "path")
-        parsed, source = parse_file(path), r.source_id or path.name
+        parsed, source = parse_file(path, limits=engine.config.limits), r.source_id or path.name
     else:
         if not r.source_id:
             raise InvalidInputError("retriever_ingest: a document sent as text needs a source_id")
@@ -116,7 +116,8 @@ def image_corpus(engine: Retriever, r: ImageCorpusRequest) -> Payload:
 
     return build_image_corpus(engine.resolve_path(r.parse_file_path, "parse_file_path"),
                               engine.resolve_path(r.image_corpus_save_path, "image_corpus_save_path"),
-                              bool(engine.config.overwrite if r.overwrite is None else r.overwrite))
+                              bool(engine.config.overwrite if r.overwrite is None else r.overwrite),
+                              limits=engine.config.limits)
 
 
 def neighbors(engine: Retriever, r: NeighborsRequest) -> Payload:

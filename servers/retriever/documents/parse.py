@@ -1,15 +1,22 @@
 """Documents to plain text, one maintained library per format (pip install 'mcp-retriever[docs]'):
 plain text as it is, Markdown through markdown-it-py (headings, paragraphs and list items kept as
 lines; markup dropped), HTML through BeautifulSoup (scripts, styles and navigation dropped), PDF
-through pypdf (text per page, pages joined by a blank line; `pages` gives each page's start)."""
+through pypdf (text per page, pages joined by a blank line; `pages` gives each page's start).
+
+A file is held to the `limits` bounds before the heavy work: its bytes (max_file_bytes), a PDF's
+pages (max_pages) and each page's content stream (ten bytes per character of max_page_chars:
+pypdf's parse of it is what takes the time) and text (max_page_chars); the parse stops between
+pages and between a page's text pieces when max_parse_seconds pass or the caller cancels."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from ..errors import InvalidInputError, MissingDependencyError
+from ..config import LimitsConfig
+from ..errors import InvalidInputError, LimitError, MissingDependencyError
+from ..limits import Deadline, check_count
 
 Format = Literal["text", "markdown", "html", "pdf"]
 SUFFIXES: dict[str, Format] = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",
@@ -31,11 +38,25 @@ def format_of(path: Path) -> Format:
                                 f"{', '.join(sorted(SUFFIXES))}") from None
 
 
-def parse_file(path: Path, fmt: Format | None = None) -> Parsed:
+STREAM_BYTES_PER_CHAR = 10  # a page's content stream may be this many bytes per character of max_page_chars
+
+
+def check_file_size(path: Path, limits: LimitsConfig) -> None:
+    """Refuse a file over limits.max_file_bytes before reading it (its name only: no server path)."""
+    check_count(f"{path.name}: bytes in the file", path.stat().st_size, "max_file_bytes", limits.max_file_bytes,
+                "split the document")
+
+
+def parse_file(path: Path, fmt: Format | None = None, limits: LimitsConfig | None = None) -> Parsed:
+    limits = limits or LimitsConfig()
     fmt = fmt or format_of(path)
+    check_file_size(path, limits)
+    deadline = Deadline(f"parsing {path.name}", limits.max_parse_seconds)
     if fmt == "pdf":
-        return parse_pdf(path.read_bytes(), str(path))
-    return parse_text(path.read_text(encoding="utf-8"), fmt)
+        return parse_pdf(path.read_bytes(), path.name, limits, deadline)
+    text = path.read_text(encoding="utf-8")
+    deadline.check()
+    return parse_text(text, fmt)
 
 
 def parse_text(text: str, fmt: Format) -> Parsed:
@@ -86,17 +107,23 @@ def _html(text: str) -> Parsed:
     return Parsed(body, title or None)
 
 
-def parse_pdf(data: bytes, name: str = "document.pdf") -> Parsed:
+def parse_pdf(data: bytes, name: str = "document.pdf", limits: LimitsConfig | None = None,
+              deadline: Deadline | None = None) -> Parsed:
     try:
         import io
 
         from pypdf import PdfReader
-        from pypdf.errors import PdfReadError
+        from pypdf.errors import LimitReachedError, PdfReadError
     except ImportError as e:
         raise MissingDependencyError("pypdf", "mcp-retriever[docs]") from e
+    limits = limits or LimitsConfig()
+    deadline = deadline or Deadline(f"parsing {name}", limits.max_parse_seconds)
     try:
         reader = PdfReader(io.BytesIO(data))
-        pages = [" ".join((page.extract_text() or "").split()) for page in reader.pages]
+        check_count(f"{name}: pages", len(reader.pages), "max_pages", limits.max_pages, "split the document")
+        pages = [_page_text(page, n, name, limits, deadline) for n, page in enumerate(reader.pages, 1)]
+    except LimitReachedError as e:  # pypdf's own bounds (a stream's decompressed size, ...)
+        raise LimitError(f"{name}: over a bound of the PDF reader: {e}; split the document") from None
     except (PdfReadError, ValueError, KeyError) as e:
         raise InvalidInputError(f"{name}: not a readable PDF ({type(e).__name__}: {e})") from None
     starts, text, offset = [], [], 0
@@ -106,3 +133,21 @@ def parse_pdf(data: bytes, name: str = "document.pdf") -> Parsed:
         offset += len(page) + 2
     title = (reader.metadata.title if reader.metadata else None) or None
     return Parsed("\n\n".join(text), title, tuple(starts))
+
+
+def _page_text(page: Any, n: int, name: str, limits: LimitsConfig, deadline: Deadline) -> str:
+    """Page `n`'s text, its content stream measured first and the text as it comes."""
+    deadline.check()
+    contents = page.get_contents()
+    size = len(contents.get_data()) if contents is not None else 0
+    check_count(f"{name}: page {n}'s content stream, bytes ({STREAM_BYTES_PER_CHAR} per character of text allowed)",
+                size, "max_page_chars", limits.max_page_chars * STREAM_BYTES_PER_CHAR, "split the document")
+    seen = [0]
+
+    def piece(text: str, *_: Any) -> None:  # pypdf calls it for each piece of text it finds
+        seen[0] += len(text)
+        check_count(f"{name}: page {n}'s text, characters", seen[0], "max_page_chars", limits.max_page_chars,
+                    "split the document")
+        deadline.check()
+
+    return " ".join((page.extract_text(visitor_text=piece) or "").split())

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..config import Config
 from ..errors import ConfigError, CorpusError, NotYetSupportedError
+from ..limits import check_cancel
 from .local import PIECE_BATCHES
 from .runtime import Choice, choose
 from .sentence_transformers import SentenceTransformerEmbedder
@@ -66,5 +67,6 @@ class ImageEmbedder(SentenceTransformerEmbedder):
         step = self._batch_size * PIECE_BATCHES
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for i in range(0, len(texts), step):
+            check_cancel("embedding")  # a call whose client left stops between pieces
             out[i : i + step] = self._encode([load_image(p) for p in texts[i : i + step]], None, "passage")
         return out

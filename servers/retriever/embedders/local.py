@@ -14,6 +14,7 @@ import numpy as np
 from ..compute import on_compute_thread
 from ..config import Config
 from ..errors import ConfigError
+from ..limits import check_cancel
 from .base import model_id_for, with_instruction
 from .runtime import Choice
 
@@ -97,6 +98,7 @@ class LocalEmbedder:
         order = np.argsort([len(t) for t in texts], kind="stable")
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for i in range(0, len(texts), step):
+            check_cancel("embedding")  # a call whose client left stops between pieces
             rows = order[i : i + step]
             out[rows] = self._encode([texts[j] for j in rows], self._p_prompt, "passage")
         return out
