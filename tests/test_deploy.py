@@ -3,6 +3,7 @@ with httpx (UltraRAG's request shape and ours) and through retriever_deploy_sear
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -250,22 +251,73 @@ def test_full_queue_answers_503_with_retry_after(busy_service: Deploy) -> None:
     assert busy_service.metric("retriever_rejected_total") >= 3
 
 
-def test_a_disconnected_client_s_work_is_dropped(busy_service: Deploy) -> None:
+def one_query_seconds(service: Deploy) -> float:
+    """How long a one-query search takes to be answered (200)."""
+    t = time.perf_counter()
+    r = service.client.post("/search", json={"query_list": ["what is BM25?"], "top_k": 1})
+    assert r.status_code == 200, r.text
+    return time.perf_counter() - t
+
+
+def still(service: Deploy) -> bool:
+    """No piece of any request runs any more: the batch count stands still for a second."""
+    before = service.metric("retriever_batch_queries_count")
+    time.sleep(1.0)
+    return service.metric("retriever_batch_queries_count") == before
+
+
+def start_large(service: Deploy, n: int, timeout: float) -> threading.Thread:
+    """A request of `n` queries whose client gives up after `timeout` s; started once its first
+    piece has run."""
+    batches = service.metric("retriever_batch_queries_count")
+    queries = [f"abandoned query number {i}" for i in range(n)]
+
+    def post() -> None:
+        with contextlib.suppress(httpx.TimeoutException):
+            httpx.post(f"{service.url}/search", json={"query_list": queries},
+                       headers={"Authorization": f"Bearer {TOKEN}"}, timeout=timeout)
+
+    thread = threading.Thread(target=post)
+    thread.start()
+    wait_until(lambda: service.metric("retriever_batch_queries_count") > batches, "the large request never started")
+    return thread
+
+
+def test_a_search_after_an_abandoned_large_request_is_answered_within_a_piece(busy_service: Deploy) -> None:
     before = busy_service.metric('retriever_dropped_total{reason="disconnected"}')
-    with heavy(busy_service):
-        with pytest.raises(httpx.ReadTimeout):  # the client gives up while its request waits
-            busy_service.client.post("/search", json={"query_list": ["what is BM25?"], "top_k": 1}, timeout=0.3)
-        wait_until(lambda: busy_service.metric('retriever_dropped_total{reason="disconnected"}') > before,
-                   "the queued request was not dropped", 10)
-        assert busy_service.metric("retriever_queue_depth") == 0
+    start_large(busy_service, 4000, timeout=0.5).join()  # the client leaves after 0.5 s
+    time.sleep(0.2)  # the service sees the connection close
+    assert one_query_seconds(busy_service) < 3.0  # one piece of 64 queries at most (59 s before)
+    assert busy_service.metric('retriever_dropped_total{reason="disconnected"}') == before + 1
+    wait_until(lambda: still(busy_service), "the abandoned request kept running", 10)
 
 
-def test_a_request_waiting_too_long_gets_504(busy_service: Deploy) -> None:
+def test_a_large_request_past_request_timeout_gets_504_and_stops(busy_service: Deploy) -> None:
     before = busy_service.metric('retriever_dropped_total{reason="timeout"}')
-    with heavy(busy_service):
-        r = busy_service.client.post("/search", json={"query_list": ["what is BM25?"], "top_k": 1})
-        assert r.status_code == 504 and "request_timeout" in r.json()["error"]
+    t = time.perf_counter()
+    r = busy_service.client.post("/search", json={"query_list": [f"timed out query {i}" for i in range(8000)]})
+    assert r.status_code == 504 and "request_timeout" in r.json()["error"]
+    assert time.perf_counter() - t < 6.0  # request_timeout is 2 s
+    assert one_query_seconds(busy_service) < 3.0  # was a 504 too: the work went on for nobody
     assert busy_service.metric('retriever_dropped_total{reason="timeout"}') == before + 1
+    wait_until(lambda: still(busy_service), "the timed-out request kept running", 10)
+
+
+def test_a_large_request_takes_turns_with_small_ones(service: Deploy) -> None:
+    queries = [f"{q} ({i})" for i in range(150) for q in QUERIES]  # 2,400 queries, 38 pieces of 64
+    reply: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: reply.update(service.search(query_list=queries, top_k=2, max_bytes=0)))
+    batches = service.metric("retriever_batch_queries_count")
+    thread.start()
+    wait_until(lambda: service.metric("retriever_batch_queries_count") > batches, "the large request never started")
+    took = [one_query_seconds(service) for _ in range(3)]
+    assert max(took) < 3.0, took  # each waited one piece at most, not for the large request
+    assert thread.is_alive(), "the large request finished before the small ones were answered"
+    thread.join(120)
+    assert len(reply["ret_ids"]) == len(queries)
+    sample = [0, 63, 64, 1000, len(queries) - 1]  # across piece boundaries
+    alone = service.search(query_list=[queries[i] for i in sample], top_k=2)
+    assert [reply["ret_ids"][i] for i in sample] == alone["ret_ids"]
 
 
 def test_off_loopback_without_a_token_refuses_to_start(built_project: Path) -> None:

@@ -84,7 +84,7 @@ class DeployConfig(Section):
     """`retriever deploy`: the shared HTTP service (service/). Queries that arrive while a batch is
     being searched wait and are searched together in the next one."""
 
-    max_batch: int = Field(64, ge=1)  # queries searched together (a larger request runs alone)
+    max_batch: int = Field(64, ge=1)  # queries searched together (a larger request: this many at a time, alone)
     max_wait_ms: float = Field(5.0, ge=0, le=1000)  # under load: how long a batch waits for the last batch's size
     max_queue: int = Field(256, ge=1)  # requests waiting; past it: 503 with Retry-After
     request_timeout: float = Field(60.0, gt=0)  # seconds a request may wait and run; then 504, its work dropped

@@ -88,8 +88,8 @@ def rewrite_query(engine: Retriever, r: RewriteRequest) -> Payload:
     queries = as_queries(r.query_list)
     check_limits(engine.config.limits, len(queries), 1)
     check_requests(engine, "retriever_rewrite_query", len(queries), "one per query")
-    queries, warnings = rewrite(client(engine), queries, r.n)
-    return with_warnings({"queries": queries}, warnings)
+    rewritten, warnings = rewrite(client(engine), queries, r.n)
+    return with_warnings({"queries": rewritten}, warnings)
 
 
 def agentic_search(engine: Retriever, r: AgenticSearchRequest) -> tuple[Hits, Payload]:

@@ -10,8 +10,13 @@ batch): callers whose replies went out together come back a few ms apart, and on
 the batch waits a whole batch more. A lone caller is served at once. Requests of other kinds
 (batch tools, fan-out, ...) run alone, in arrival order with the rest.
 
+A request of more than `max_batch` queries that could be merged (a one-list search) is searched
+`max_batch` queries at a time, its pieces taking turns with the other requests: a one-query
+search that arrives behind a 4,000-query one waits for one piece, not for the whole.
+
 A full queue refuses at once (the service answers 503 with Retry-After); a request whose caller
-went away or timed out is taken off the queue before it runs (`drop`).
+went away or timed out is taken off the queue before it runs (`drop`), and one already running
+stops at its next piece, or at its search's next chunk of queries (limits.CANCEL).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +36,9 @@ from ..api.calls import HITS, call, hits_reply
 from ..api.models import BM25SearchRequest, Request
 from ..config import DeployConfig
 from ..guard import FROM_CLIENT
+from ..limits import CANCEL, check_limits
 from ..results import as_queries, regroup
+from ..types import Hit
 from .metrics import Metrics
 
 if TYPE_CHECKING:
@@ -51,6 +59,9 @@ class Job:
     key: str | None  # requests with one key are merged; None: runs alone
     queries: list[str]
     future: asyncio.Future[Payload] = field(repr=False)
+    cancel: threading.Event = field(default_factory=threading.Event, repr=False)  # set when its caller left
+    done: int = 0  # a request cut into pieces: queries searched so far
+    hits: list[list[Hit]] = field(default_factory=list, repr=False)  # and their hits
 
 
 def merge_key(request: Request) -> str | None:
@@ -69,6 +80,8 @@ class Batcher:
         self.max_queue = settings.max_queue
         self.metrics = metrics
         self._jobs: deque[Job] = deque()
+        self._pieces: deque[Job] = deque()  # requests cut into pieces, between two of their pieces
+        self._piece_next = False  # whose turn: a piece, or the queue
         self._wake = asyncio.Event()  # set while jobs wait
         self._arrived = asyncio.Event()  # set by each new job
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-service")
@@ -91,15 +104,18 @@ class Batcher:
         return job
 
     def drop(self, job: Job, reason: str) -> bool:
-        """Take `job` off the queue if it has not started; True if it was dropped."""
+        """Take `job` off the queue if it has not started, or stop it (at its next piece or chunk
+        of queries) if it has; True if it was taken off the queue."""
         job.future.cancel()
-        try:
-            self._jobs.remove(job)
-        except ValueError:
-            return False  # running or done: its result is discarded
+        job.cancel.set()
         self.metrics.dropped.inc(reason=reason)
-        log.info("a queued request was dropped before it ran (%s)", reason)
-        return True
+        for queue in (self._jobs, self._pieces):
+            if job in queue:
+                queue.remove(job)
+                log.info("a waiting request was dropped (%s)", reason)
+                return True
+        log.info("a running request stops at its next piece or chunk of queries (%s)", reason)
+        return False
 
     async def run(self) -> None:
         """The worker: one batch at a time, for as long as the service runs."""
@@ -111,7 +127,7 @@ class Batcher:
             await self._wake.wait()
             await self._gather(last)
             jobs = self._take()
-            if not self._jobs:
+            if not self._jobs and not self._pieces:
                 self._wake.clear()
             if not jobs:
                 continue
@@ -126,6 +142,10 @@ class Batcher:
             self.metrics.batch_seconds.observe(time.perf_counter() - start)
             for job, result in zip(jobs, results):
                 if job.future.done():
+                    continue
+                if result is None:  # a piece of a cut request: more to come, after the others' turn
+                    self._pieces.append(job)
+                    self._wake.set()
                     continue
                 if isinstance(result, Exception):
                     job.future.set_exception(result)
@@ -149,11 +169,15 @@ class Batcher:
 
     def _take(self) -> list[Job]:
         """The first waiting job and every later one with its key, within `max_batch` queries."""
+        if self._pieces and (self._piece_next or not self._jobs):
+            self._piece_next = False
+            return [self._pieces.popleft()]
+        self._piece_next = True
         if not self._jobs:
             return []
         first = self._jobs.popleft()
         jobs, size = [first], len(first.queries)
-        if first.key is None:
+        if first.key is None or len(first.queries) > self.max_batch:
             return jobs
         for job in list(self._jobs):
             if job.key == first.key and size + len(job.queries) <= self.max_batch:
@@ -162,15 +186,40 @@ class Batcher:
                 size += len(job.queries)
         return jobs
 
-    def _serve(self, jobs: list[Job]) -> list[Payload | Exception]:
-        """On the service thread: one engine call for all `jobs`, each reply shaped for its caller."""
+    def _serve(self, jobs: list[Job]) -> list[Payload | Exception | None]:
+        """On the service thread: one engine call for all `jobs`, each reply shaped for its caller
+        (None: a piece of a cut request was searched, more to come). A lone job runs with its
+        cancel event as limits.CANCEL, so a caller who left stops it at its next chunk."""
         first = jobs[0].request
         if len(jobs) == 1:
-            return [call(self.engine, first)]
+            token = CANCEL.set(jobs[0].cancel)
+            try:
+                if jobs[0].key is not None and len(jobs[0].queries) > self.max_batch:
+                    return [self._piece(jobs[0])]
+                return [call(self.engine, first)]
+            finally:
+                CANCEL.reset(token)
         merged = first.model_copy(update={"query_list": [q for j in jobs for q in j.queries]})
         hits = HITS[type(first)](self.engine, merged)
         return [hits_reply(self.engine, j.request, part)  # type: ignore[arg-type]
                 for j, part in zip(jobs, regroup(hits, [len(j.queries) for j in jobs]))]
+
+    def _piece(self, job: Job) -> Payload | None:
+        """The next `max_batch` queries of a cut request; its reply once the last is searched. The
+        whole request is held to the call limits before its first piece."""
+        r: Any = job.request
+        if job.done == 0:
+            cfg = self.engine.config
+            k = (cfg.top_k if r.top_k is None else r.top_k) + (getattr(r, "offset", 0) or 0)
+            if getattr(r, "candidate_depth", None) is not None or hasattr(r, "fusion"):
+                k = max(k, r.candidate_depth or cfg.hybrid.candidate_depth)
+            check_limits(cfg.limits, len(job.queries), k)
+        piece = job.queries[job.done : job.done + self.max_batch]
+        job.hits += HITS[type(r)](self.engine, r.model_copy(update={"query_list": piece}))
+        job.done += len(piece)
+        if job.done < len(job.queries):
+            return None
+        return hits_reply(self.engine, r, job.hits)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -79,7 +79,7 @@ class Metrics:
         self.batch_seconds = Histogram("retriever_batch_seconds", "Time the compute side spent on one batch",
                                        LATENCY_BUCKETS)
         self.batch_requests = Histogram("retriever_batch_requests", "Requests merged into one batch", BATCH_BUCKETS)
-        self.dropped = Counter("retriever_dropped_total", "Queued requests dropped before they ran, by reason")
+        self.dropped = Counter("retriever_dropped_total", "Requests dropped or stopped: their caller left or timed out")
         self.rejected = Counter("retriever_rejected_total", "Requests refused with 503 because the queue was full")
         self.queue = Gauge("retriever_queue_depth", "Requests waiting for the compute thread", queue_depth)
         self.all = (self.requests, self.errors, self.latency, self.batch_queries, self.batch_seconds, self.batch_requests,
