@@ -1,7 +1,7 @@
 """One filter language for every search: Haystack's filter dictionaries.
 
     {"field": "meta.year", "operator": ">=", "value": 2020}
-    {"operator": "AND" | "OR" | "NOT", "conditions": [<filter>, ...]}   (nested to any depth)
+    {"operator": "AND" | "OR" | "NOT", "conditions": [<filter>, ...]}   (nested up to 32 levels)
 
 `field` is `id` (the document id) or `meta.<key>` (a metadata field; dots reach into nested
 objects). NOT is true when not all of its conditions hold (Haystack's meaning).
@@ -32,6 +32,7 @@ _MISSING = object()
 _ORDER: dict[str, Callable[[Any, Any], bool]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
 }
+MAX_NESTING = 32  # logic nodes inside each other; deeper is refused before anything recurses on it
 _HELP = (f"a filter is {{'field': 'meta.<key>' or 'id', 'operator': one of {list(COMPARISONS)}, 'value': ...}} "
          f"or {{'operator': one of {list(LOGIC)}, 'conditions': [filters]}}")
 
@@ -52,13 +53,16 @@ class Logic:
 Filter = Comparison | Logic
 
 
-def parse(spec: Any, where: str = "filters") -> Filter:
+def parse(spec: Any, where: str = "filters", depth: int = 0) -> Filter:
     """A filter dictionary -> a checked tree; a malformed one names the problem and the choices."""
+    if depth > MAX_NESTING:
+        raise InvalidInputError(f"{where.split('.')[0]}: the filter is nested more than {MAX_NESTING} levels deep; "
+                                "flatten it (AND and OR take any number of conditions)")
     if not isinstance(spec, Mapping):
         raise InvalidInputError(f"{where}: expected a dictionary, got {type(spec).__name__}; {_HELP}")
     op = spec.get("operator")
     if "conditions" in spec or op in LOGIC:
-        return _parse_logic(spec, where)
+        return _parse_logic(spec, where, depth)
     extra = set(spec) - {"field", "operator", "value"}
     if extra or not {"field", "operator", "value"} <= set(spec):
         raise InvalidInputError(f"{where}: a comparison has exactly the keys field, operator and value, "
@@ -69,7 +73,7 @@ def parse(spec: Any, where: str = "filters") -> Filter:
     return Comparison(_parse_field(spec["field"], where), op, _check_value(op, spec["value"], where))
 
 
-def _parse_logic(spec: Mapping[str, Any], where: str) -> Logic:
+def _parse_logic(spec: Mapping[str, Any], where: str, depth: int) -> Logic:
     op, conditions = spec.get("operator"), spec.get("conditions")
     if op not in LOGIC:
         raise InvalidInputError(f"{where}: a node with conditions needs operator one of {list(LOGIC)}, got {op!r}")
@@ -77,7 +81,7 @@ def _parse_logic(spec: Mapping[str, Any], where: str) -> Logic:
         raise InvalidInputError(f"{where}: a {op} node has exactly the keys operator and conditions, got {sorted(spec)}")
     if not isinstance(conditions, list) or not conditions:
         raise InvalidInputError(f"{where}: {op} needs a non-empty list of conditions")
-    return Logic(op, tuple(parse(c, f"{where}.conditions[{i}]") for i, c in enumerate(conditions)))
+    return Logic(op, tuple(parse(c, f"{where}.conditions[{i}]", depth + 1) for i, c in enumerate(conditions)))
 
 
 def _parse_field(field: Any, where: str) -> tuple[str, ...]:

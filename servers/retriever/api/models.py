@@ -4,6 +4,7 @@ build these models, and api/calls.py turns each into an engine call and a reply.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -350,6 +351,16 @@ class WebBatchSearchRequest(Request):
     websearch_backend: WebBackend = None
     retrieve_thread_num: ThreadNum = None
     websearch_backend_configs: WebConfigs = None
+
+
+def unreadable_json(e: ValueError | RecursionError) -> str:
+    """What makes JSON unreadable to Python (a number past its int <-> str limit, nesting past the
+    recursion limit), said for the client who sent it."""
+    if isinstance(e, RecursionError):
+        return "the JSON is nested too deeply"
+    if "integer string conversion" in str(e):
+        return f"a number has more than {sys.get_int_max_str_digits()} digits"
+    return " ".join(str(e).split())
 
 
 def argument_problems(e: Exception) -> str:

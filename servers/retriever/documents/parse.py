@@ -54,7 +54,11 @@ def parse_file(path: Path, fmt: Format | None = None, limits: LimitsConfig | Non
     deadline = Deadline(f"parsing {path.name}", limits.max_parse_seconds)
     if fmt == "pdf":
         return parse_pdf(path.read_bytes(), path.name, limits, deadline)
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidInputError(f"{path.name}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}: "
+                                f"{e.reason}); save it as UTF-8 and ingest it again") from e
     deadline.check()
     return parse_text(text, fmt)
 

@@ -17,7 +17,7 @@ from fastmcp.server.middleware import Middleware, MiddlewareContext
 from mcp.types import ToolListChangedNotification
 from pydantic import ValidationError
 
-from ..api.models import argument_problems
+from ..api.models import argument_problems, unreadable_json
 from ..api.registry import Tool
 from ..errors import CancelledWork, RetrieverError
 from ..guard import FROM_CLIENT
@@ -77,7 +77,7 @@ class ToolErrors(Middleware):
     async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         name = context.message.name
         limit = self.engine.base_config.limits.max_request_bytes
-        size = len(json.dumps(context.message.arguments or {}, default=str))
+        size = _size(name, context.message.arguments or {})
         if size > limit:
             raise ToolError(f"{name}: the arguments are {size} bytes, over limits.max_request_bytes ({limit})")
         tool = self.tools.get(name)
@@ -111,6 +111,16 @@ class ToolErrors(Middleware):
         finally:
             if self.hidden() != before and context.fastmcp_context is not None:
                 await context.fastmcp_context.send_notification(ToolListChangedNotification())
+
+
+def _size(name: str, arguments: dict[str, Any]) -> int:
+    """The arguments' size as JSON; ones JSON cannot carry (an integer over Python's 4,300 digits,
+    nesting past the recursion limit) are the client's mistake, named."""
+    try:
+        return len(json.dumps(arguments, default=str))
+    except (ValueError, RecursionError) as e:
+        log.info("%s: unreadable arguments: %s", name, unreadable_json(e))
+        raise ToolError(f"{name}: invalid arguments: {unreadable_json(e)}") from None
 
 
 def _one_line(e: Exception) -> str:

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from ..api.models import DeploySearchRequest, Request, argument_problems
+from ..api.models import DeploySearchRequest, Request, argument_problems, unreadable_json
 from ..api.registry import TOOLS
 from ..errors import (
     ForbiddenError,
@@ -140,8 +141,13 @@ def _answer(service: Service, route: str, handler: Handler) -> Handler:
             response = await handler(http)
         except ValidationError as e:
             response = _error(422, f"invalid arguments: {argument_problems(e)}")
+            log.info("%s: 422 invalid arguments: %s", route, argument_problems(e)[:500])
         except RetrieverError as e:
             response = _error(_status_of(e), str(e))
+            log.info("%s: %d %s", route, response.status_code, " ".join(str(e).split())[:500])
+        except ClientDisconnect:
+            log.info("%s: the client went away before its request was read; dropped", route)
+            response = Response(status_code=499)  # nobody reads it; counted in the metrics
         except Exception as e:
             log.exception("%s: unexpected error", route)
             response = _error(500, f"internal error ({type(e).__name__}); the server log has the details")
@@ -156,6 +162,8 @@ async def _body(http: HTTPRequest) -> Any:
         return json.loads(await http.body())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise RetrieverError(f"the request body is not JSON: {e}") from None
+    except (ValueError, RecursionError) as e:  # JSON that Python cannot hold: a 5,000-digit number, deep nesting
+        raise RetrieverError(f"the request body cannot be read: {unreadable_json(e)}") from None
 
 
 def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> Starlette:
