@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN
+from conftest import BIN, write_project
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
@@ -142,3 +142,37 @@ def test_streamable_http_on_localhost(http_server: str) -> None:
 
     out = asyncio.run(run())
     assert out["ret_ids_ls"] == [[["doc11"]], [["doc07"]]]
+
+
+BAD_CONFIGS = [
+    pytest.param({"corpus_path": "no-such-corpus.jsonl"}, "no-such-corpus.jsonl", id="missing-corpus"),
+    pytest.param({"topk": 3}, "topk", id="unknown-key"),
+]
+
+
+@pytest.mark.parametrize(("edit", "says"), BAD_CONFIGS)
+def test_stdio_start_up_failure_reaches_the_client(tmp_path: Path, edit: dict, says: str) -> None:
+    """`serve --init` with a bad config: the client's initialize is answered with the config problem
+    (it used to see only "Connection closed", the message on stderr alone)."""
+    config = write_project(tmp_path / "p", **edit)
+
+    async def run() -> None:
+        transport = StdioTransport(command=str(BIN / "retriever"), args=["serve", "--config", str(config), "--init"])
+        async with Client(transport, timeout=60):
+            pass
+
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - the client's own exception type; its text is the point
+        asyncio.run(run())
+    assert says in str(raised.value), repr(raised.value)
+
+
+@pytest.mark.parametrize(("edit", "says"), BAD_CONFIGS)
+def test_stdio_start_up_failure_answers_then_exits_non_zero(tmp_path: Path, edit: dict, says: str) -> None:
+    config = write_project(tmp_path / "p", **edit)
+    init = _rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                  "clientInfo": {"name": "raw", "version": "0"}})
+    done = subprocess.run([str(BIN / "retriever"), "serve", "--config", str(config), "--init"], input=init,
+                          capture_output=True, timeout=60)
+    reply = json.loads(done.stdout.decode().splitlines()[0])
+    assert reply["id"] == 1 and says in reply["error"]["message"], reply
+    assert done.returncode != 0 and says in done.stderr.decode()

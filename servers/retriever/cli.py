@@ -76,13 +76,22 @@ def _ultrarag_engine(args: argparse.Namespace) -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .mcp import build_server
 
-    engine = _ultrarag_engine(args) if args.ultrarag else _retriever(args)
-    engine.shared = args.transport == "http"  # one session serves every HTTP client
-    if args.init:
-        engine.init()
-    profile, include, exclude = parse_tools(args.tools)
-    server = build_server(engine, read_only=True if args.read_only else None, ultrarag=args.ultrarag,
-                          profile=profile, include=include, exclude=exclude)
+    try:
+        engine = _ultrarag_engine(args) if args.ultrarag else _retriever(args)
+        engine.shared = args.transport == "http"  # one session serves every HTTP client
+        if args.init:
+            engine.init()
+        profile, include, exclude = parse_tools(args.tools)
+        server = build_server(engine, read_only=True if args.read_only else None, ultrarag=args.ultrarag,
+                              profile=profile, include=include, exclude=exclude)
+    except (RetrieverError, ValueError, OSError) as e:
+        if args.transport == "stdio":  # the client sees why, not only "Connection closed"; then exit 2
+            from .mcp.startup import refuse_requests
+
+            print(f"retriever serve: error: {e}", file=sys.stderr, flush=True)
+            refuse_requests(f"retriever serve: {e}")
+            raise SystemExit(2) from e
+        raise
     if args.transport == "stdio":
         server.run("stdio", show_banner=False)
         return 0
