@@ -170,3 +170,16 @@ def http_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -
         proc.wait(30)
     log.seek(0)
     assert "tok-old-111" not in log.read()
+
+
+@pytest.fixture(autouse=True)
+def _rss_log(request: pytest.FixtureRequest) -> Iterator[None]:
+    """RETRIEVER_TEST_RSS=<file>: each test's id and this process's RSS after it (MiB), to find what
+    holds memory in a long run."""
+    yield
+    out = os.environ.get("RETRIEVER_TEST_RSS")
+    if out:
+        import psutil
+
+        with open(out, "a") as f:
+            f.write(f"{psutil.Process().memory_info().rss >> 20}\t{request.node.nodeid}\n")

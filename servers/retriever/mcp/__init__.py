@@ -9,11 +9,9 @@ from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
-from fastmcp import FastMCP
-
 from ..api.registry import instructions, selected
 from .middleware import ToolErrors
-from .tools import register
+from .tools import RetrieverMCP, register
 
 if TYPE_CHECKING:
     from ..engine import Retriever
@@ -35,7 +33,7 @@ class _OneLine(logging.Filter):
 
 def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: bool = False,
                  profile: str | None = None, include: Iterable[str] | None = None,
-                 exclude: Iterable[str] | None = None) -> FastMCP:
+                 exclude: Iterable[str] | None = None) -> RetrieverMCP:
     """The MCP server over `engine` with the tools of `profile` (default: tools.profile in the YAML;
     `ultrarag` implies the ultrarag profile), plus `include`, less `exclude`. `read_only`
     (default: security.read_only in the YAML) leaves out every tool that writes."""
@@ -47,9 +45,10 @@ def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: boo
     fastmcp_log = logging.getLogger("fastmcp.server.server")
     if not any(isinstance(f, _OneLine) for f in fastmcp_log.filters):
         fastmcp_log.addFilter(_OneLine())
-    server = FastMCP("retriever", version=server_version(), middleware=[ToolErrors(engine, tools)],
-                     instructions=instructions(engine, tools))
-    register(server, engine, tools)
+    server = RetrieverMCP("retriever", version=server_version(), middleware=[ToolErrors(engine, tools)],
+                          instructions=instructions(engine, tools))
+    server.engine = engine
+    register(server, tools)
     return server
 
 

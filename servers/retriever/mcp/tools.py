@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
+from fastmcp import FastMCP
 from fastmcp.tools.base import ToolResult
 from mcp.types import ToolAnnotations
 
@@ -17,8 +18,6 @@ from ..api.ultrarag import adapt
 from .middleware import run
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
-
     from ..engine import Retriever
 
 
@@ -68,14 +67,39 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request) -> dict[st
     return await run(tool.name, tool.call, engine, request)
 
 
-def register(mcp: FastMCP, engine: Retriever, tools: Sequence[Tool]) -> None:
+class RetrieverMCP(FastMCP):
+    """A FastMCP server that knows its engine: the tool functions are made once per tool (FastMCP
+    caches a function's schema adapter for the life of the process, so functions that closed over
+    an engine kept every engine, and its model, alive) and find their engine here."""
+
+    engine: Retriever
+
+
+_FUNCTIONS: dict[str, Callable[..., Awaitable[ToolResult]]] = {}
+
+
+def registered(spec: Tool) -> Callable[..., Awaitable[ToolResult]]:
+    """The tool function of `spec`, the same object for every server."""
+    if spec.name not in _FUNCTIONS:
+        _FUNCTIONS[spec.name] = _function(spec)
+    return _FUNCTIONS[spec.name]
+
+
+def _function(spec: Tool) -> Callable[..., Awaitable[ToolResult]]:
+    async def serve(request: Request) -> ToolResult:
+        from fastmcp.server.dependencies import get_server
+
+        server = get_server()
+        payload = await serve_call(server.engine, spec, request)  # type: ignore[attr-defined]
+        return structured(payload) if spec.output_schema else reply(payload)
+
+    return tool_function(spec.name, spec.request, spec.doc, serve)
+
+
+def register(mcp: FastMCP, tools: Sequence[Tool]) -> None:
     for spec in tools:
-        async def serve(request: Request, spec: Tool = spec) -> ToolResult:
-            payload = await serve_call(engine, spec, request)
-            return structured(payload) if spec.output_schema else reply(payload)
-
-        fn = tool_function(spec.name, spec.request, spec.doc, serve)
-        mcp.tool(fn, output_schema=spec.output_schema, annotations=tool_annotations(spec), title=spec.title)
+        mcp.tool(registered(spec), output_schema=spec.output_schema, annotations=tool_annotations(spec),
+                 title=spec.title)
 
 
-__all__ = ["tool_annotations", "register", "serve_call", "tool_function"]
+__all__ = ["RetrieverMCP", "tool_annotations", "register", "serve_call", "tool_function"]
