@@ -3,12 +3,12 @@ tool's arguments meet the engine. Runs on a worker thread (the engine's calls bl
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import remote
 from ..errors import InvalidInputError
 from . import llm_calls
+from .hits import FUSION, HITS, SEARCHED, depth, shape
 from .models import (
     SCORES,
     AddRequest,
@@ -16,7 +16,6 @@ from .models import (
     BatchSearchRequest,
     BM25IndexRequest,
     BM25SearchRequest,
-    BuildRequest,
     DeleteRequest,
     DeployClientRequest,
     EmbedRequest,
@@ -32,29 +31,12 @@ from .models import (
     MultiQuerySearchRequest,
     NeighborsRequest,
     ProjectMemorySearchRequest,
-    Request,
     SearchRequest,
 )
-from .replies import Hits, Payload, Shape
+from .replies import Hits, Payload
 
 if TYPE_CHECKING:
     from ..engine import Retriever
-
-SEARCHED = (*SCORES, "collection_name")  # the options of a search of one collection
-FUSION = ("fusion", "vector_weight", "rrf_k", "candidate_depth")
-
-
-def shape(engine: Retriever, r: Any, fused: bool = False) -> Shape:
-    return Shape.of(engine.base_config.reply, engine.shared, r.offset, r.max_bytes, r.max_chars, r.return_text,
-                    r.return_metadata, fused)
-
-
-def depth(engine: Retriever, r: Any) -> int | None:
-    """Search `offset` deeper, so the page after the first `offset` hits is full."""
-    if not r.offset:
-        return r.top_k
-    return (engine.config.top_k if r.top_k is None else r.top_k) + r.offset
-
 
 def init(engine: Retriever, r: InitRequest) -> Payload:
     return engine.init(**r.model_dump())
@@ -140,25 +122,6 @@ def list_collections(engine: Retriever, r: ListCollectionsRequest) -> Payload:
     return engine.list_collections()
 
 
-def search_hits(engine: Retriever, r: SearchRequest) -> Hits:
-    return engine.search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*SEARCHED), ann=r.ann())
-
-
-def hybrid_hits(engine: Retriever, r: HybridSearchRequest) -> Hits:
-    return engine.hybrid_search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*FUSION, *SEARCHED),
-                                ann=r.ann())
-
-
-def bm25_hits(engine: Retriever, r: BM25SearchRequest) -> Hits:
-    return engine.bm25_search(r.query_list, depth(engine, r), **r.options(*SEARCHED))
-
-
-# The searches with one list of hits per query of `query_list`, whatever the other queries of the
-# call: a deployed service may merge several callers' requests into one (service/batcher.py).
-HITS: dict[type[Request], Callable[[Retriever, Any], Hits]] = {
-    SearchRequest: search_hits, HybridSearchRequest: hybrid_hits, BM25SearchRequest: bm25_hits}
-
-
 def windowed(engine: Retriever, r: Any, hits: Hits) -> Hits:
     """Hits through the document stages asked for: auto-merging (documents/merging.py), then each
     hit with the `window` chunks around it (documents/windows.py)."""
@@ -242,26 +205,3 @@ def fanout_search(engine: Retriever, r: FanoutSearchRequest) -> Payload:
                                         query_instruction=r.query_instruction, candidate_depth=r.candidate_depth,
                                         **r.options(*SCORES))
     return {**shape(engine, r, fused=True).hits(hits, collections=True), "errors": errors}
-
-
-def build(engine: Retriever, r: BuildRequest) -> Payload:
-    """UltraRAG's `build(parameter_file)`: server.yaml beside the parameter file, listing the tools
-    of the ultrarag profile (api/ultrarag.py)."""
-    from pathlib import Path
-
-    from ..guard import check_path
-    from .registry import in_profile
-    from .ultrarag import write_server_yaml
-
-    given = Path(r.parameter_file)
-    path = check_path(given if given.is_absolute() else Path.cwd() / given, engine.base_config, engine.base_dir,
-                      "parameter_file")
-    return {"server_yaml": str(write_server_yaml(path, in_profile("ultrarag")))}
-
-
-def call(engine: Retriever, request: Request) -> Payload:
-    """Serve one request (the Python and command-line entry to the same code the tools run): the
-    registry's first tool that takes this request type."""
-    from .registry import BY_REQUEST
-
-    return BY_REQUEST[type(request)].call(engine, request)

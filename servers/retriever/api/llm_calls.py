@@ -16,6 +16,7 @@ from ..fusion import rrf
 from ..limits import check_count, check_limits
 from ..locks import collection_lock
 from ..results import as_queries
+from .hits import HITS
 from .models import (
     SCORES,
     SEARCH_REQUESTS,
@@ -55,8 +56,6 @@ def with_warnings(reply: Payload, warnings: list[str]) -> Payload:
 def mode_search(engine: Retriever, mode: str, queries: list[str], k: int | None, r: Any) -> Hits:
     """`queries` searched with `mode` (a kind of search/rankers.py, its request from
     models.SEARCH_REQUESTS) and the request's filters and scores."""
-    from .calls import HITS
-
     kind = SEARCH_REQUESTS.get(mode)
     if kind is None:
         raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_REQUESTS)}, got {mode!r}")

@@ -20,38 +20,26 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from . import agent, calls, llm_calls, web_calls
 from . import models as m
+from .tool import ULTRARAG, Effects, Need, Tool
 
 if TYPE_CHECKING:
     from ..engine import Retriever
 
 PROFILES = ("agent", "ultrarag", "full")
-AGENT, ULTRARAG, FULL = ({"agent", "full"}, {"ultrarag", "full"}, {"full"})
+AGENT, FULL = {"agent", "full"}, {"full"}
 
 
-@dataclass(frozen=True)
-class Effects:
-    """What a call does to the world (MCP's tool annotations say the same to an agent)."""
-
-    read_only: bool
-    destructive: bool = False  # it replaces or deletes what is there
-    open_world: bool = False  # it calls a server elsewhere (a web provider, an LLM, a deployed retriever)
-    idempotent: bool = True
-
-
-READ = Effects(read_only=True)
 OPEN = Effects(read_only=True, open_world=True)
 BUILD = Effects(read_only=False, destructive=True)  # writes an output; overwrite replaces it
 WRITE = Effects(read_only=False, destructive=True)  # adds documents; an id that exists is replaced
 DELETE = Effects(read_only=False, destructive=True)
 SETUP = Effects(read_only=False)  # retriever_init: changes the session, writes nothing
 
-Need = Callable[["Retriever"], str | None]  # None: the tool can work; else what to set first
 
 
 def _llm(engine: Retriever) -> str | None:
@@ -110,28 +98,18 @@ def _images(engine: Retriever) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    title: str
-    request: type[m.Request]
-    call: Callable[..., Any]  # (engine, request) -> reply; a coroutine function for the web tools
-    doc: str
-    outputs: tuple[str, ...] = ()  # the reply keys a pipeline keeps (UltraRAG's server.yaml `output`)
-    effects: Effects = READ
-    profiles: frozenset[str] = frozenset(ULTRARAG)
-    needs: Need | None = None
-    ultrarag_inputs: str | None = None  # UltraRAG's own declaration of its tool's inputs (q_ls = query_list)
-    cli: str | None = None  # the `retriever` command that runs the same call, if any
-    output_schema: dict[str, Any] | None = None  # MCP structured output (the agent tools)
+def build(engine: Retriever, r: m.BuildRequest) -> dict[str, Any]:
+    """UltraRAG's `build(parameter_file)`: server.yaml beside the parameter file, listing the tools
+    of the ultrarag profile (api/ultrarag.py)."""
+    from pathlib import Path
 
-    @property
-    def writes(self) -> bool:
-        return not self.effects.read_only and self.name != "retriever_init"
+    from ..guard import check_path
+    from .ultrarag import write_server_yaml
 
-    def unavailable(self, engine: Retriever) -> str | None:
-        """Why this tool cannot work with the loaded configuration (None: it can)."""
-        return self.needs(engine) if self.needs else None
+    given = Path(r.parameter_file)
+    path = check_path(given if given.is_absolute() else Path.cwd() / given, engine.base_config, engine.base_dir,
+                      "parameter_file")
+    return {"server_yaml": str(write_server_yaml(path, in_profile("ultrarag")))}
 
 
 def _t(name: str, title: str, request: type[m.Request], call: Callable[..., Any], doc: str, outputs: str = "",
@@ -263,7 +241,7 @@ TOOLS: tuple[Tool, ...] = (
        "ret_titles_ls, ret_scores_ls and errors_ls.", "ret_psg_ls", effects=OPEN, needs=_web(),
        ultrarag_inputs="batch_query_list,top_k,retrieve_thread_num,websearch_backend,websearch_backend_configs"),
     # ---- UltraRAG's build (api/ultrarag.py) ----------------------------------------------------
-    _t("build", "Write UltraRAG's server.yaml", m.BuildRequest, calls.build,
+    _t("build", "Write UltraRAG's server.yaml", m.BuildRequest, build,
        "UltraRAG's build: write server.yaml (this server's tools, their inputs and outputs) beside parameter_file.",
        "server_yaml", effects=BUILD, profiles={"ultrarag"}),  # writes where a call says: UltraRAG's opt-in only
 )
@@ -289,6 +267,12 @@ def selected(profile: str = "agent", include: Iterable[str] = (), exclude: Itera
 
 def in_profile(profile: str) -> list[Tool]:
     return [t for t in TOOLS if profile in t.profiles]
+
+
+def call(engine: Retriever, request: m.Request) -> Any:
+    """Serve one request (the Python and command-line entry to the same code the tools run): the
+    registry's tool that takes this request type."""
+    return BY_REQUEST[type(request)].call(engine, request)
 
 
 # ---- what a client is told -----------------------------------------------------------------------

@@ -26,7 +26,7 @@ from ..errors import ConfigError, InvalidInputError
 from .models import Request
 
 if TYPE_CHECKING:
-    from .registry import Tool
+    from .tool import Tool
 
 VARIABLE = {"query_list": "q_ls"}  # an argument's pipeline variable, UltraRAG's convention
 MARK = "# server.yaml written by mcp-retriever's build; UltraRAG reads it.\n"

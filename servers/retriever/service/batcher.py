@@ -32,8 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..api.calls import HITS, call, hits_reply
+from ..api.calls import hits_reply
+from ..api.hits import HITS
 from ..api.models import BM25SearchRequest, Request
+from ..api.registry import call
 from ..config import DeployConfig
 from ..guard import FROM_CLIENT
 from ..limits import CANCEL, check_limits
