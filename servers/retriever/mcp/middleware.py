@@ -18,7 +18,7 @@ from mcp.types import ToolListChangedNotification
 from pydantic import ValidationError
 
 from ..api.models import argument_problems, unreadable_json
-from ..api.registry import Tool
+from ..api.tool import Tool
 from ..errors import CancelledWork, RetrieverError
 from ..guard import FROM_CLIENT
 from ..limits import CANCEL

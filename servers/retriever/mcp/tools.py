@@ -12,8 +12,8 @@ from fastmcp.tools.base import ToolResult
 from mcp.types import ToolAnnotations
 
 from ..api.models import Request
-from ..api.registry import Tool
 from ..api.replies import reply
+from ..api.tool import Tool
 from ..api.ultrarag import adapt
 from .middleware import run
 
