@@ -12,7 +12,8 @@ BM25 share, for a failing BM25), at least FLOOR; otherwise 0.5. On SciFact the r
 The result is kept beside the BM25 index (`<bm25 folder>.calibration.json`), keyed by the
 collection, its corpus file (without one: its size, to a power of two), the model and the BM25
 settings, so it is measured once per corpus at the first hybrid search, not after each add; a read-only
-server (security.read_only) or one that cannot write there keeps it for the process only.
+server (security.read_only, `serve --read-only`, `retriever deploy`: Retriever.serve_read_only) or
+one that cannot write there keeps it for the process only.
 """
 
 from __future__ import annotations

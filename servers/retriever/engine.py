@@ -89,6 +89,15 @@ class Retriever:
             self._others = {}
             return self.status()
 
+    def serve_read_only(self) -> None:
+        """Served read-only (`serve --read-only`, `retriever deploy`): as security.read_only, no
+        call writes a file, not even a search (the hybrid calibration stays in memory)."""
+        with self._write_lock:
+            self.base_config = _read_only(self.base_config)
+            if self.session is not None:
+                self.session = replace(self.session, config=_read_only(self.session.config))
+            self._others = {}
+
     def status(self) -> dict[str, Any]:
         s = self.session
         if s is None:
@@ -394,3 +403,7 @@ def _need_corpus(s: Session, tool: str) -> DocStore:
         raise IndexMissingError(f"{tool}: this collection has no corpus file (corpus_path is null); its documents "
                                 "come from retriever_add, which embeds and indexes them as they arrive")
     return s.docs
+
+
+def _read_only(cfg: Config) -> Config:
+    return cfg.model_copy(update={"security": cfg.security.model_copy(update={"read_only": True})})

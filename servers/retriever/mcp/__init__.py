@@ -38,6 +38,8 @@ def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: boo
     `ultrarag` implies the ultrarag profile), plus `include`, less `exclude`. `read_only`
     (default: security.read_only in the YAML) leaves out every tool that writes."""
     cfg = engine.base_config
+    if read_only and not cfg.security.read_only:
+        engine.serve_read_only()  # writes no file either (calibration.py), as the YAML's read_only
     read_only = cfg.security.read_only if read_only is None else read_only
     profile = profile or ("ultrarag" if ultrarag else cfg.tools.profile)
     tools = selected(profile, cfg.tools.include if include is None else include,

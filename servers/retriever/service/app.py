@@ -5,13 +5,15 @@ Routes (JSON in and out; every one but the health checks needs the bearer token 
   `collection_name` -> `ret_psg`) plus ours: `mode` (dense, bm25, hybrid), filters, scores, ids,
   metadata, paging (api/models.py DeploySearchRequest). Replies are whole unless `max_bytes` asks.
 - `POST /tools/<tool>`: each read-only tool of the MCP server, with the same arguments and reply.
-- `GET /healthz` (the process answers), `/readyz` (the indexes are loaded), `/metrics`
-  (Prometheus), `/openapi.json`.
+- `GET /healthz` (the process answers), `/readyz` (the indexes are loaded; it needs no token, so
+  it says which indexes and how many documents, never a path), `/metrics` (Prometheus),
+  `/openapi.json`.
 - the MCP streamable HTTP endpoint at `/mcp`, when mounted.
 
 Searches go through the micro-batcher (batcher.py): a full queue answers 503 with Retry-After, a
 request that waits longer than `deploy.request_timeout` 504, and the work of a caller that went
-away is dropped before it runs.
+away (or timed out) is dropped: a queued request before it runs, a running one at its next piece
+of `deploy.max_batch` queries (a request run whole: at its search's next chunk of queries).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("retriever.service")
 OPEN_PATHS = ("/healthz", "/readyz")
+READY_KEYS = ("status", "dense_index", "bm25_index")  # what /readyz tells anyone who asks
 # /tools/<tool>: the registry's read-only tools of any profile, but the web's (served by MCP only)
 READ_TOOLS: dict[str, type[Request]] = {t.name: t.request for t in TOOLS
                                         if t.effects.read_only and not inspect.iscoroutinefunction(t.call)}
@@ -82,8 +85,8 @@ class Service:
                 await asyncio.to_thread(self.engine.search, ["warm-up"], 1)
             self.problem = None
             log.info("ready: %s", json.dumps(status))
-        except Exception as e:  # visible in /readyz and the log; the process stays up for /healthz
-            self.problem = f"retriever_init failed: {e}"
+        except Exception as e:  # the log has the details; the process stays up for /healthz
+            self.problem = f"retriever_init failed ({type(e).__name__}); the server log has the details"
             log.exception("not ready")
 
     async def search(self, request: Request, http: HTTPRequest) -> Response:
@@ -168,6 +171,7 @@ async def _body(http: HTTPRequest) -> Any:
 
 def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> Starlette:
     """The service's ASGI app; `mcp_app` (FastMCP's http_app) is mounted at /mcp if given."""
+    engine.serve_read_only()  # no route writes, and no search writes a file (calibration.py)
     service = Service(engine)
 
     async def search(http: HTTPRequest) -> Response:
@@ -186,7 +190,8 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
     async def readyz(http: HTTPRequest) -> Response:
         if service.problem is not None:
             return _error(503, f"not ready: {service.problem}", retry_after=1)
-        return JSONResponse(engine.status())
+        status = engine.status()  # no token here: which indexes and how many documents, no path
+        return JSONResponse({key: status.get(key) for key in READY_KEYS})
 
     async def metrics(http: HTTPRequest) -> Response:
         return PlainTextResponse(service.metrics.text(), media_type="text/plain; version=0.0.4")
