@@ -18,6 +18,7 @@ from typing import Any
 
 from .config import MINILM_ALIASES, Config
 from .errors import ForbiddenError
+from .redaction import paths_out
 
 # Set by the layers that serve clients (the MCP tools) for the duration of a call: the checks
 # below apply to it. The Python API and the command line are the operator's, and trusted.
@@ -82,9 +83,18 @@ def check_replace(files: Iterable[Path], ours: bool, what: str) -> None:
                              "removes it)")
 
 
+def for_client(text: str, cfg: Config, base_dir: Path | None) -> str:
+    """A message for a remote client: the server's folders (the YAML's, the roots, the corpus's)
+    out of it, a path under the YAML's folder relative to it (redaction.paths_out)."""
+    folders = allowed_roots(cfg, base_dir)
+    if cfg.corpus_path is not None:
+        folders.append(cfg.corpus_path.parent)
+    return paths_out(text, base_dir, folders)
+
+
 def _check_inside(path: Path, roots: list[Path], what: str) -> None:
-    if not inside(path, roots):
-        raise ForbiddenError(f"{what}: {path} is outside the folders this server may use "
+    if not inside(path, roots):  # the key and the file's name: its folder may be the server's
+        raise ForbiddenError(f"{what}: {path.name} is outside the folders this server may use "
                              "(the YAML's folder, its index folders, security.allowed_paths); "
                              "the operator can add a folder to security.allowed_paths")
 
@@ -174,7 +184,7 @@ def _model(base: Config, cfg: Config, changed: list[str], roots: list[Path]) -> 
                 "nor a model the operator lists (security.allowed_models); a tool call never makes the server "
                 "download a model")
     if not inside(folder, roots):
-        return (f"model_name_or_path: {folder} is outside the folders this server may use (the YAML's folder, "
+        return (f"model_name_or_path: {folder.name} is outside the folders this server may use (the YAML's folder, "
                 "its index folders, security.allowed_paths)")
     if cfg.backend_configs.sentence_transformers.trust_remote_code:
         return ("model_name_or_path: parameter.yaml's trust_remote_code covers its own model and "

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from ..api.models import argument_problems, unreadable_json
 from ..api.tool import Tool
 from ..errors import CancelledWork, RetrieverError
-from ..guard import FROM_CLIENT
+from ..guard import FROM_CLIENT, for_client
 from ..limits import CANCEL
 
 if TYPE_CHECKING:
@@ -67,6 +67,10 @@ class ToolErrors(Middleware):
         self.engine = engine
         self.tools = {t.name: t for t in tools}
 
+    def _shown(self, e: Exception) -> str:
+        """The error's message for the client: paths relative to the YAML's folder (the log keeps them whole)."""
+        return for_client(str(e), self.engine.config, self.engine.base_dir)
+
     def hidden(self) -> set[str]:
         return {name for name, t in self.tools.items() if t.unavailable(self.engine) is not None}
 
@@ -97,10 +101,10 @@ class ToolErrors(Middleware):
             e = raised.__cause__ if isinstance(raised, ToolError) and raised.__cause__ is not None else raised
             if isinstance(e, ToolError):
                 log.info("%s: %s", name, _one_line(e))
-                raise e from None
+                raise ToolError(self._shown(e)) from None
             if isinstance(e, RetrieverError):
                 log.info("%s: %s", name, _one_line(e))
-                raise ToolError(str(e)) from e
+                raise ToolError(self._shown(e)) from e
             if isinstance(e, (ArgumentError, ValidationError)):
                 problems = argument_problems(e)
                 log.info("%s: invalid arguments: %s", name, problems)

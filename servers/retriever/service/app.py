@@ -44,6 +44,7 @@ from ..errors import (
     RemoteError,
     RetrieverError,
 )
+from ..guard import for_client
 from ..http_guard import front_door
 from .batcher import Batcher, Job, QueueFull
 from .metrics import Metrics
@@ -145,8 +146,8 @@ def _answer(service: Service, route: str, handler: Handler) -> Handler:
         except ValidationError as e:
             response = _error(422, f"invalid arguments: {argument_problems(e)}")
             log.info("%s: 422 invalid arguments: %s", route, argument_problems(e)[:500])
-        except RetrieverError as e:
-            response = _error(_status_of(e), str(e))
+        except RetrieverError as e:  # its paths relative to the YAML's folder; the log keeps them whole
+            response = _error(_status_of(e), for_client(str(e), service.engine.config, service.engine.base_dir))
             log.info("%s: %d %s", route, response.status_code, " ".join(str(e).split())[:500])
         except ClientDisconnect:
             log.info("%s: the client went away before its request was read; dropped", route)
