@@ -172,14 +172,27 @@ def http_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -
     assert "tok-old-111" not in log.read()
 
 
+COLLECT_ABOVE = 1536 << 20  # bytes of RSS past which a finished test's garbage is collected at once
+
+
 @pytest.fixture(autouse=True)
-def _rss_log(request: pytest.FixtureRequest) -> Iterator[None]:
-    """RETRIEVER_TEST_RSS=<file>: each test's id and this process's RSS after it (MiB), to find what
-    holds memory in a long run."""
+def _bounded_memory(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test's engines hold a model each (~150 MB); a FastMCP server is freed only by the cycle
+    collector, which runs rarely, so the servers' engines pile up (the suite reached 13 GB). Past
+    COLLECT_ABOVE a finished test's garbage is collected and the heap trimmed. RETRIEVER_TEST_RSS=<file>
+    also logs each test's id and this process's RSS after it (MiB)."""
+    import gc
+
+    import psutil
+
     yield
+    process = psutil.Process()
+    if process.memory_info().rss > COLLECT_ABOVE:
+        gc.collect()
+        from retriever.memory import trim_heap
+
+        trim_heap()
     out = os.environ.get("RETRIEVER_TEST_RSS")
     if out:
-        import psutil
-
         with open(out, "a") as f:
-            f.write(f"{psutil.Process().memory_info().rss >> 20}\t{request.node.nodeid}\n")
+            f.write(f"{process.memory_info().rss >> 20}\t{request.node.nodeid}\n")

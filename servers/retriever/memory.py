@@ -62,3 +62,10 @@ def reuse_batch_memory() -> None:
     if _libc is not None:
         _libc.mallopt(_M_MMAP_THRESHOLD, _BULK_MMAP_THRESHOLD)
         _libc.mallopt(_M_ARENA_MAX, 8)
+
+
+def trim_heap() -> None:
+    """Give the heap's free memory back to the system now (glibc's malloc_trim; a no-op elsewhere)."""
+    libc = _libc or _load_libc()
+    if libc is not None:
+        libc.malloc_trim(0)
