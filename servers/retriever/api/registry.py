@@ -124,16 +124,16 @@ WEB = "ret_psg,ret_urls,ret_titles,ret_scores,errors"
 
 TOOLS: tuple[Tool, ...] = (
     # ---- the agent's face (api/agent.py) ------------------------------------------------------
-    _t("search", "Search the collection", agent.SearchRequest, agent.search, agent.SEARCH_DOC, "results,warnings",
+    _t("search", "Search the collection", agent.SearchRequest, agent.search, agent.SEARCH_DOC, "results",
        profiles=AGENT, output_schema=agent.SEARCH_SCHEMA, cli="search"),
     _t("get_document", "Read documents by id", agent.GetRequest, agent.get_document, agent.GET_DOC, "documents",
        profiles=AGENT, output_schema=agent.GET_SCHEMA),
-    _t("add_documents", "Add documents", agent.AddRequest, agent.add_documents, agent.ADD_DOC, "ids",
+    _t("add_documents", "Add documents", agent.AddRequest, agent.add_documents, agent.ADD_DOC, "added,replaced",
        effects=WRITE, profiles=AGENT, output_schema=agent.WRITE_SCHEMA, cli="add"),
     _t("ingest_document", "Ingest a document", agent.IngestRequest, agent.ingest_document, agent.INGEST_DOC, "ids",
        effects=WRITE, profiles=AGENT, output_schema=agent.WRITE_SCHEMA),
     _t("delete_documents", "Delete documents", agent.DeleteRequest, agent.delete_documents, agent.DELETE_DOC,
-       "deleted", effects=DELETE, profiles=AGENT, output_schema=agent.DELETE_SCHEMA),
+       "deleted", effects=DELETE, profiles=AGENT, output_schema=agent.DELETE_SCHEMA, cli="delete"),
     _t("list_collections", "List collections", agent.ListRequest, agent.list_collections, agent.LIST_DOC,
        "collections", profiles=AGENT, output_schema=agent.LIST_SCHEMA),
     _t("web_search", "Search the web", agent.WebRequest, agent.web_search, agent.WEB_DOC, "results",
@@ -223,7 +223,8 @@ TOOLS: tuple[Tool, ...] = (
        "A chunk and the chunks before and after it in its document: ids, texts and the merged text.",
        "ids,texts,merged"),
     _t("retriever_delete", "Delete documents", m.DeleteRequest, calls.delete,
-       "Delete documents by id and/or by filter (the filter language of the search tools).", effects=DELETE),
+       "Delete documents by id and/or by filter (the filter language of the search tools).", effects=DELETE,
+       cli="delete"),
     _t("retriever_list_collections", "List collections", m.ListCollectionsRequest, calls.list_collections,
        "The collections of the configured store, with document counts, model and dimension. Select one with "
        "retriever_init(collection_name=...).", "collections"),
