@@ -96,11 +96,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.run("stdio", show_banner=False)
         return 0
     from .http_guard import front_door
+    from .http_limits import uvicorn_limits
 
     guard = front_door(engine.base_config, args.host, args.port)
     server.run("http", host=args.host, port=args.port, show_banner=False, middleware=[guard],
                host_origin_protection=False,  # HTTPGuard checks Host and Origin itself
-               uvicorn_config={"log_config": None, "log_level": args.log_level.lower()})  # uvicorn in our format
+               uvicorn_config={"log_config": None, "log_level": args.log_level.lower(),  # uvicorn in our format
+                               **uvicorn_limits(engine.base_config)})  # header timeout, open connections
     return 0
 
 
@@ -127,6 +129,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     """The shared HTTP service (service/): loads the indexes at start, batches searches."""
     import uvicorn
 
+    from .http_limits import uvicorn_limits
     from .memory import reuse_batch_memory
     from .service import build_app
 
@@ -140,7 +143,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         mcp_app = build_server(engine, read_only=True).http_app(path="/mcp", host_origin_protection=False)
     app = build_app(engine, args.host, args.port, mcp_app)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False,
-                timeout_graceful_shutdown=5, log_config=None)  # log_config=None: uvicorn logs in our format
+                timeout_graceful_shutdown=5, log_config=None,  # log_config=None: uvicorn logs in our format
+                **uvicorn_limits(engine.base_config))  # header timeout, open connections
     return 0
 
 

@@ -18,6 +18,9 @@ class HTTPSecurity(Section):
     allowed_hosts: list[str] = []  # Host header values besides loopback names and the bind address
     allowed_origins: list[str] = []  # browser origins besides http(s)://localhost / 127.0.0.1 on any port
     client_init: bool = False  # true: HTTP clients may call retriever_init with settings other than these
+    header_timeout: float = Field(10.0, gt=0)  # seconds for a request's headers, from the connection or the last reply
+    body_timeout: float = Field(30.0, gt=0)  # seconds for a request's whole body
+    max_connections: int = Field(512, ge=1)  # open at once; one more is closed as it comes (open files stay free)
 
 
 class SecurityConfig(Section):

@@ -1,5 +1,8 @@
 """The HTTP front door (pure ASGI, before the MCP app): bearer tokens, Host and Origin checks
-(DNS rebinding, as the MCP transport spec asks), and a bound on the request body.
+(DNS rebinding, as the MCP transport spec asks), a bound on the request body and on the time it
+takes to arrive (read here, before the app), one Host header and a path as the request target
+(400 otherwise), and MCP sessions bound to the token that opened them. Connection limits (header
+timeout, open connections) are uvicorn's settings: http_limits.py.
 
 Tokens come from the environment variable `security.http.tokens_env` (comma-separated) or the
 file `security.http.tokens_file` (one per line); several may be valid at once, for rotation.
@@ -9,11 +12,15 @@ refuses to start without a token.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import hmac
 import ipaddress
 import json
 import logging
 import os
+import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -27,6 +34,9 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+SESSION_HEADER = "mcp-session-id"
+MAX_SESSIONS = 10_000  # sessions whose token is remembered (the oldest forgotten first)
+LONG_NUMBER = re.compile(rb"\d{4301}")  # more digits than Python turns into an int
 
 
 def is_loopback(host: str) -> bool:
@@ -59,15 +69,19 @@ def front_door(cfg: Config, host: str, port: int, open_paths: tuple[str, ...] = 
     h = cfg.security.http
     log.info("HTTP on %s:%d (%s)", host, port, f"{len(tokens)} bearer token(s)" if tokens else "no token: loopback only")
     return Middleware(HTTPGuard, tokens=tokens, host=host, port=port, allowed_hosts=h.allowed_hosts,
-                      allowed_origins=h.allowed_origins, max_bytes=cfg.limits.max_request_bytes, open_paths=open_paths)
+                      allowed_origins=h.allowed_origins, max_bytes=cfg.limits.max_request_bytes, open_paths=open_paths,
+                      body_timeout=h.body_timeout)
 
 
 class HTTPGuard:
-    """ASGI middleware: 401 without a valid token (when tokens are set; not for `open_paths`),
-    403 for a foreign Host or Origin, 413 for a body over `max_bytes`."""
+    """ASGI middleware: 400 for a request target that is not a path or a request without exactly one
+    Host header, 401 without a valid token (when tokens are set; not for `open_paths`), 403 for a
+    foreign Host or Origin or for an MCP session opened with another token, 413 for a body over
+    `max_bytes`, 408 for one that takes longer than `body_timeout` seconds."""
 
     def __init__(self, app: Any, tokens: list[str], host: str, port: int, allowed_hosts: list[str],
-                 allowed_origins: list[str], max_bytes: int, open_paths: tuple[str, ...] = ()) -> None:
+                 allowed_origins: list[str], max_bytes: int, open_paths: tuple[str, ...] = (),
+                 body_timeout: float = 30.0) -> None:
         self.app = app
         self.open_paths = set(open_paths)
         self.tokens = [t.encode() for t in tokens]
@@ -75,23 +89,39 @@ class HTTPGuard:
         self.hosts = {h.lower() for h in names} | {f"{h.lower()}:{port}" for h in names}
         self.origins = {o.rstrip("/").lower() for o in allowed_origins}
         self.max_bytes = max_bytes
+        self.body_timeout = body_timeout
+        self.sessions: OrderedDict[str, str] = OrderedDict()  # MCP session id -> its token's digest
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        problem = self._check(headers, scope.get("path", ""))
+        raw = scope.get("headers", [])
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+        problem = _request_line(scope, raw) or self._check(headers, scope.get("path", ""))
+        if problem is None and SESSION_HEADER in headers:
+            problem = self._session_check(headers)
         if problem is not None:
             await _refuse(send, *problem)
             return
-        if not headers.get("content-length", "").isdigit():  # chunked: read it here, within the bound
-            messages = await self._read_body(receive)
-            if messages is None:
-                await _refuse(send, 413, f"request body over {self.max_bytes} bytes (limits.max_request_bytes)")
-                return
-            receive = _replay(messages, receive)
-        await self.app(scope, self._bounded(receive, send), send)
+        try:  # the whole body, here: within the bound in bytes and in time, before the app waits on it
+            messages = await asyncio.wait_for(self._read_body(receive), self.body_timeout)
+        except TimeoutError:
+            await _refuse(send, 408, f"request body not received within {self.body_timeout} s "
+                                     "(security.http.body_timeout)")
+            return
+        if messages is None:
+            await _refuse(send, 413, f"request body over {self.max_bytes} bytes (limits.max_request_bytes)")
+            return
+        unreadable = _unreadable_json_rpc(messages)
+        if unreadable is not None:
+            await _send_json(send, 200, unreadable)
+            return
+        if self.tokens and scope.get("method") in ("GET", "POST") and SESSION_HEADER not in headers:
+            send = self._remember_session(headers, send)
+        await self.app(scope, self._bounded(_replay(messages, receive), send), send)
+        if scope.get("method") == "DELETE" and SESSION_HEADER in headers:
+            self.sessions.pop(headers[SESSION_HEADER], None)  # closed by its own token
 
     def _check(self, headers: dict[str, str], path: str) -> tuple[int, str] | None:
         if headers.get("host", "").lower() not in self.hosts:
@@ -116,9 +146,31 @@ class HTTPGuard:
         host = rest.rsplit(":", 1)[0] if not rest.endswith("]") else rest
         return scheme in ("http", "https") and is_loopback(host)
 
+    def _session_check(self, headers: dict[str, str]) -> tuple[int, str] | None:
+        """An MCP session is used (or DELETEd) only with the token that opened it."""
+        opened_with = self.sessions.get(headers[SESSION_HEADER])
+        if opened_with is not None and not hmac.compare_digest(opened_with, _digest(headers)):
+            return 403, "this MCP session was opened with another token; open a session of your own"
+        return None
+
+    def _remember_session(self, headers: dict[str, str], send: Send) -> Send:
+        """`send` that notes the session id a reply hands out, with the token of the request."""
+        digest = _digest(headers)
+
+        async def noting(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                for key, value in message.get("headers", []):
+                    if key.decode("latin-1").lower() == SESSION_HEADER:
+                        self.sessions[value.decode("latin-1")] = digest
+                        while len(self.sessions) > MAX_SESSIONS:
+                            self.sessions.popitem(last=False)
+            await send(message)
+
+        return noting
+
     async def _read_body(self, receive: Receive) -> list[MutableMapping[str, Any]] | None:
-        """The messages of a body sent without Content-Length, read whole; None once it passes
-        `max_bytes` (the app never sees it, so the client gets 413, not the app's error)."""
+        """The messages of a request's body, read whole; None once it passes `max_bytes` (the app
+        never sees it, so the client gets 413, not the app's error)."""
         messages, seen = [], 0
         while True:
             message = await receive()
@@ -161,10 +213,53 @@ class RequestTooLarge(Exception):
         super().__init__(f"request body over {limit} bytes (limits.max_request_bytes)")
 
 
+def _request_line(scope: Scope, raw: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
+    """400 for a target that is not a path (absolute-form `POST http://host/x`, `*`) and for a
+    request without exactly one Host header (RFC 9112, 3.2)."""
+    if not str(scope.get("path", "")).startswith("/") or not bytes(scope.get("raw_path") or b"/").startswith(b"/"):
+        return 400, "the request target must be a path (origin-form), not a URL"
+    if sum(1 for k, _ in raw if k.lower() == b"host") != 1:
+        return 400, "a request carries exactly one Host header"
+    return None
+
+
+def _digest(headers: dict[str, str]) -> str:
+    return hashlib.sha256(headers.get("authorization", "").strip().encode()).hexdigest()
+
+
+def _unreadable_json_rpc(messages: list[MutableMapping[str, Any]]) -> dict[str, Any] | None:
+    """A JSON-RPC error, with the request's id, for a request carrying a number Python will not read
+    (over 4,300 digits): the MCP transport would answer a parse error with no id, which the stock
+    client reads as a closed connection. None for anything else (the app judges it)."""
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+    if body[:1] != b"{" or LONG_NUMBER.search(body) is None:
+        return None  # the common case: no second parse
+    long_numbers: list[int] = []
+
+    def number(digits: str) -> Any:
+        if len(digits.lstrip("-")) > 4300:
+            long_numbers.append(len(digits))
+            return 0
+        return int(digits)
+
+    try:
+        request = json.loads(body, parse_int=number)
+    except (ValueError, RecursionError):
+        return None
+    if not long_numbers or not isinstance(request, dict) or "jsonrpc" not in request:
+        return None
+    return {"jsonrpc": "2.0", "id": request.get("id"),
+            "error": {"code": -32602, "message": f"invalid params: a number of {max(long_numbers)} digits; "
+                                                 "numbers here have at most 4300 digits"}}
+
+
 async def _refuse(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="retriever"'))
+    await _send_json(send, status, {"error": message},
+                     [(b"www-authenticate", b'Bearer realm="retriever"')] if status == 401 else [])
+
+
+async def _send_json(send: Send, status: int, content: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps(content).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

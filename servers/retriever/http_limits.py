@@ -1,0 +1,74 @@
+"""Connection limits for both HTTP servers (`serve --transport http`, `retriever deploy`), as
+uvicorn settings: a request's headers must arrive within `security.http.header_timeout` seconds
+of the connection (or of the previous reply on it), at most `security.http.max_connections`
+connections are open at once (one more is closed as it arrives, so slow clients cannot take the
+process's open files), and an idle keep-alive connection closes after at most 5 s. The body's own
+timeout is the HTTP guard's (http_guard.py), which reads it before the app.
+
+The protocol is uvicorn's h11 one, so the app sees a request target as it was sent (an
+absolute-form target is not cut to its path, and the guard refuses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .config import Config
+
+log = logging.getLogger(__name__)
+KEEP_ALIVE = 5.0  # uvicorn's default idle time between requests on one connection
+
+
+def uvicorn_limits(cfg: Config) -> dict[str, Any]:
+    """The uvicorn settings that bound connections, from the YAML's security.http."""
+    h = cfg.security.http
+    return {"http": guarded_protocol(h.header_timeout, h.max_connections),
+            "limit_concurrency": h.max_connections, "timeout_keep_alive": min(KEEP_ALIVE, h.header_timeout)}
+
+
+def guarded_protocol(header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with a deadline for each request's headers and a cap on connections."""
+
+    class Guarded(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                log.warning("closed a connection over security.http.max_connections (%d)", max_connections)
+                transport.close()
+                return
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()  # the next request's headers have the same time
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(header_timeout, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _too_slow(self) -> None:
+            self._deadline = None
+            if self.cycle is not None and not self.cycle.response_complete:
+                return  # its headers came: a request is being answered
+            if not self.transport.is_closing():
+                log.debug("closed a connection: no request headers within %s s (security.http.header_timeout)",
+                          header_timeout)
+                self.transport.close()
+
+    return Guarded

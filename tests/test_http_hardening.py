@@ -1,0 +1,209 @@
+"""Both HTTP servers (`serve --transport http`, `retriever deploy --mcp`) under slow or odd clients
+(issue 31): unfinished headers and bodies are cut within security.http.header_timeout /
+body_timeout while authenticated work goes on, one Host header and a path as the target (else
+400), an MCP session only with the token that opened it, and a number Python cannot read answered
+as a JSON-RPC error with the request's id. Real processes on 127.0.0.1, raw sockets where httpx
+would not send the request; every socket is bounded by a timeout and closed by the test."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import BIN
+from embedding_servers import free_port, wait_http
+
+TOKEN_A, TOKEN_B = "hard-a-5e1f0c", "hard-b-9d2a77"
+HEADER_TIMEOUT, BODY_TIMEOUT = 1.0, 2.0
+SLOW_CLIENTS = 50
+ACCEPT = "application/json, text/event-stream"
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+
+
+class Server:
+    """`retriever serve --transport http` or `retriever deploy --mcp` with two tokens and low timeouts."""
+
+    def __init__(self, kind: str, config: Path, log_dir: Path) -> None:
+        self.kind, self.port = kind, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_dir / f"{kind}-{self.port}.log"
+        sets = [f"security.http.header_timeout={HEADER_TIMEOUT}", f"security.http.body_timeout={BODY_TIMEOUT}"]
+        args = [str(BIN / "retriever"), kind, "--config", str(config), "--port", str(self.port),
+                *[a for s in sets for a in ("--set", s)]]
+        args += ["--tools", "full", "--transport", "http", "--init"] if kind == "serve" else ["--mcp"]
+        env = {**os.environ, "RETRIEVER_HTTP_TOKENS": f"{TOKEN_A},{TOKEN_B}"}
+        self.proc = subprocess.Popen(args, stderr=self.log_path.open("w"), env=env)
+        ready = f"{self.url}/mcp" if kind == "serve" else f"{self.url}/readyz"
+        wait_http(ready, self.proc, lambda: self.log_path.read_text()[-3000:], any_status=kind == "serve")
+
+    def authenticated_work(self) -> int:
+        """The status of one authenticated request that does real work (a search, or an MCP initialize)."""
+        auth = {"Authorization": f"Bearer {TOKEN_A}"}
+        if self.kind == "deploy":
+            return httpx.post(f"{self.url}/search", json={"query_list": ["what is BM25?"], "top_k": 1},
+                              headers=auth, timeout=30).status_code
+        return httpx.post(f"{self.url}/mcp", json=INIT, headers={**auth, "Accept": ACCEPT}, timeout=30).status_code
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+        log = self.log_path.read_text()
+        assert TOKEN_A not in log and TOKEN_B not in log
+
+
+@pytest.fixture(scope="module", params=["serve", "deploy"])
+def server(request: pytest.FixtureRequest, built_project: Path,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    s = Server(request.param, built_project, tmp_path_factory.mktemp("hardening"))
+    yield s
+    s.stop()
+
+
+def _connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.settimeout(10)
+    return sock
+
+
+def _closed_by_server(sock: socket.socket, deadline: float) -> bool:
+    """Whether the server closes `sock` before `deadline` (reading and dropping what it sends)."""
+    while (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            if not sock.recv(65536):
+                return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except TimeoutError:
+            return False
+    return False
+
+
+def _raw(port: int, request: bytes) -> tuple[int, bytes]:
+    """Send `request` as it is; the status and body of the reply (the server closes or we stop at 10 s)."""
+    with _connect(port) as sock:
+        sock.sendall(request)
+        reply = b""
+        while b"\r\n\r\n" not in reply or len(reply.partition(b"\r\n\r\n")[2]) < _length(reply):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def _length(reply: bytes) -> int:
+    for line in reply.partition(b"\r\n\r\n")[0].split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == b"content-length":
+            return int(value)
+    return 1 << 30  # no length: read until the server closes
+
+
+def _post(target: str, host: str, body: bytes, *extra: str) -> bytes:
+    lines = [f"POST {target} HTTP/1.1", f"Host: {host}", f"Authorization: Bearer {TOKEN_A}",
+             "Content-Type: application/json", f"Accept: {ACCEPT}", f"Content-Length: {len(body)}", *extra]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def _work_request(server: Server) -> tuple[str, bytes]:
+    """The path and body of a request each server answers 200 to."""
+    if server.kind == "deploy":
+        return "/search", json.dumps({"query_list": ["what is BM25?"], "top_k": 1}).encode()
+    return "/mcp", json.dumps(INIT).encode()
+
+
+def test_unfinished_headers_are_closed_within_the_timeout(server: Server) -> None:
+    slow = [_connect(server.port) for _ in range(SLOW_CLIENTS)]
+    try:
+        start = time.monotonic()
+        for sock in slow:
+            sock.sendall(b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: app")  # never finished
+        assert server.authenticated_work() == 200  # served meanwhile
+        deadline = start + HEADER_TIMEOUT + 3
+        closed = sum(_closed_by_server(sock, deadline) for sock in slow)
+        assert closed == SLOW_CLIENTS, f"{SLOW_CLIENTS - closed} slow connections still open after {deadline - start:.1f} s"
+        assert server.authenticated_work() == 200
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+def test_an_unfinished_body_is_cut_within_the_timeout(server: Server) -> None:
+    path, _ = _work_request(server)
+    with _connect(server.port) as sock:
+        start = time.monotonic()
+        head = _post(path, f"127.0.0.1:{server.port}", b"").replace(b"Content-Length: 0", b"Content-Length: 100")
+        sock.sendall(head + b'{"query_list": [')  # 16 of the 100 bytes, then nothing
+        sock.settimeout(BODY_TIMEOUT + 5)
+        try:
+            reply = sock.recv(65536)
+        except TimeoutError:
+            reply = b""
+        assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+        assert time.monotonic() - start < BODY_TIMEOUT + 3
+
+
+@pytest.mark.parametrize("hosts", [
+    pytest.param(("evil.example", "127.0.0.1:{port}"), id="foreign-then-ours"),
+    pytest.param(("127.0.0.1:{port}", "127.0.0.1:{port}"), id="ours-twice"),
+])
+def test_two_host_headers_get_400(server: Server, hosts: tuple[str, str]) -> None:
+    path, body = _work_request(server)
+    first, second = (h.format(port=server.port) for h in hosts)
+    status, text = _raw(server.port, _post(path, first, body, f"Host: {second}"))
+    assert status == 400, text[:300]
+
+
+def test_an_absolute_form_target_gets_400(server: Server) -> None:
+    path, body = _work_request(server)
+    assert _raw(server.port, _post(path, f"127.0.0.1:{server.port}", body))[0] == 200  # the same request, a path
+    status, text = _raw(server.port, _post(f"http://evil.example{path}", f"127.0.0.1:{server.port}", body))
+    assert status == 400, text[:300]
+
+
+def _session(server: Server, token: str) -> str:
+    r = httpx.post(f"{server.url}/mcp", json=INIT, timeout=30,
+                   headers={"Authorization": f"Bearer {token}", "Accept": ACCEPT})
+    assert r.status_code == 200, r.text[:300]
+    return r.headers["mcp-session-id"]
+
+
+def _in_session(server: Server, token: str, session: str, method: str = "POST", **kw: Any) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}", "Accept": ACCEPT, "mcp-session-id": session,
+               "mcp-protocol-version": "2025-03-26"}
+    return httpx.request(method, f"{server.url}/mcp", headers=headers, timeout=30, **kw)
+
+
+def test_an_mcp_session_serves_only_the_token_that_opened_it(server: Server) -> None:
+    session = _session(server, TOKEN_A)
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert _in_session(server, TOKEN_A, session, json=initialized).status_code == 202
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    assert _in_session(server, TOKEN_B, session, json=listing).status_code == 403
+    assert _in_session(server, TOKEN_B, session, "DELETE").status_code == 403
+    assert _in_session(server, TOKEN_A, session, json=listing).status_code == 200  # still open for its own token
+    assert _in_session(server, TOKEN_A, session, "DELETE").status_code == 200
+
+
+def test_a_number_python_cannot_read_gets_a_json_rpc_error_with_its_id(server: Server) -> None:
+    session = _session(server, TOKEN_A)
+    _in_session(server, TOKEN_A, session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    body = ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "retriever_search", '
+            '"arguments": {"query_list": ["x"], "top_k": ' + "9" * 5000 + "}}}")
+    r = _in_session(server, TOKEN_A, session, content=body.encode())
+    text = r.text
+    data = next((line[5:] for line in text.splitlines() if line.startswith("data:")), text)
+    reply = json.loads(data)
+    assert reply["id"] == 7, text[:300]
+    assert "5000 digits" in reply["error"]["message"], text[:300]
