@@ -32,11 +32,11 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 class Server:
     """`retriever serve --transport http` or `retriever deploy --mcp` with two tokens and low timeouts."""
 
-    def __init__(self, kind: str, config: Path, log_dir: Path) -> None:
+    def __init__(self, kind: str, config: Path, log_dir: Path, *more: str) -> None:
         self.kind, self.port = kind, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"{kind}-{self.port}.log"
-        sets = [f"security.http.header_timeout={HEADER_TIMEOUT}", f"security.http.body_timeout={BODY_TIMEOUT}"]
+        sets = [f"security.http.header_timeout={HEADER_TIMEOUT}", f"security.http.body_timeout={BODY_TIMEOUT}", *more]
         args = [str(BIN / "retriever"), kind, "--config", str(config), "--port", str(self.port),
                 *[a for s in sets for a in ("--set", s)]]
         args += ["--tools", "full", "--transport", "http", "--init"] if kind == "serve" else ["--mcp"]
@@ -207,3 +207,23 @@ def test_a_number_python_cannot_read_gets_a_json_rpc_error_with_its_id(server: S
     reply = json.loads(data)
     assert reply["id"] == 7, text[:300]
     assert "5000 digits" in reply["error"]["message"], text[:300]
+
+
+def test_connections_past_the_cap_are_closed_as_they_come(built_project: Path, tmp_path: Path) -> None:
+    cap = 10
+    server = Server("serve", built_project, tmp_path, f"security.http.max_connections={cap}",
+                    "security.http.header_timeout=60")
+    idle: list[socket.socket] = []
+    try:
+        idle = [_connect(server.port) for _ in range(2 * cap)]
+        deadline = time.monotonic() + 3  # well before the header timeout
+        closed = sum(_closed_by_server(sock, deadline) for sock in idle[cap:])
+        assert closed == cap, f"{cap - closed} connections past max_connections ({cap}) stayed open"
+        for sock in idle:
+            sock.close()
+        time.sleep(0.5)  # the server sees them go
+        assert server.authenticated_work() == 200
+    finally:
+        for sock in idle:
+            sock.close()
+        server.stop()
