@@ -7,10 +7,12 @@ would not send the request; every socket is bounded by a timeout and closed by t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,8 @@ import httpx
 import pytest
 from conftest import BIN
 from embedding_servers import free_port, wait_http
+from fastmcp import Client
+from mcp.shared.exceptions import MCPError
 
 TOKEN_A, TOKEN_B = "hard-a-5e1f0c", "hard-b-9d2a77"
 HEADER_TIMEOUT, BODY_TIMEOUT = 1.0, 2.0
@@ -207,6 +211,27 @@ def test_a_number_python_cannot_read_gets_a_json_rpc_error_with_its_id(server: S
     reply = json.loads(data)
     assert reply["id"] == 7, text[:300]
     assert "5000 digits" in reply["error"]["message"], text[:300]
+
+
+def test_the_stock_client_gets_the_error_and_keeps_its_session(server: Server) -> None:
+    # serve --tools full has retriever_search; deploy --mcp the YAML's profile (agent): search
+    tool, key, read = (("retriever_search", "query_list", lambda r: r["ret_psg"][0][0]) if server.kind == "serve"
+                       else ("search", "query", lambda r: r["results"][0]["hits"][0]["text"]))
+
+    async def run() -> tuple[str, str]:
+        async with Client(f"{server.url}/mcp", auth=TOKEN_A, timeout=30) as client:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool(tool, {key: ["x"], "top_k": int("9" * 5000)})
+            after = await client.call_tool(tool, {key: ["what is BM25?"], "top_k": 1})
+            return str(refused.value), read(after.structured_content)
+
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # the client may write the number; the server reads at most 4,300 digits
+    try:
+        message, hit = asyncio.run(run())
+    finally:
+        sys.set_int_max_str_digits(before)
+    assert "5000 digits" in message and "BM25" in hit
 
 
 def test_connections_past_the_cap_are_closed_as_they_come(built_project: Path, tmp_path: Path) -> None:
