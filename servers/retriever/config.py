@@ -253,6 +253,9 @@ class Config(Section):
     def _demo_needs_milvus(self) -> Config:
         if self.is_demo and self.index_backend != "milvus":
             raise ValueError("is_demo keeps every document in Milvus: set index_backend: milvus")
+        if self.index_backend_configs.milvus.full_text and self.index_backend != "milvus":
+            raise ValueError("index_backend_configs.milvus.full_text keeps every document in Milvus: set "
+                             "index_backend: milvus")
         return self
 
     @model_validator(mode="after")

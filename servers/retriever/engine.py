@@ -41,7 +41,7 @@ from .locks import collection_lock
 from .manifests import dense_manifest, runtime_record
 from .persist import read_manifest
 from .results import as_queries, check_top_k, pick, search_groups
-from .search import BM25, KINDS, Dense, Hybrid, Ranker, run
+from .search import BM25, KINDS, Dense, Hybrid, Ranker, run, stored
 from .search.fanout import fanout
 from .search.rankers import text_only
 from .search.stages import apply, stages
@@ -112,6 +112,8 @@ class Retriever:
             out["runtime_reason"] = s.embedder.runtime_reason
         out["dense_index"] = len(s.dense) if s.dense is not None else None
         out["bm25_index"] = s.bm25.live_documents(s.collection.live) if s.bm25 is not None else None
+        if s.backend.ranks_text:  # BM25 lives in the Milvus collection, beside the dense vectors
+            out["bm25_index"] = out["dense_index"]
         if s.warnings:
             out["warnings"] = list(s.warnings)
         return out
@@ -233,6 +235,10 @@ class Retriever:
     def bm25_index(self, overwrite: bool | None = None, progress: bool = True) -> dict[str, Any]:
         with self._writing("bm25_index") as s:
             text_only(s, "bm25_index")
+            if s.backend.ranks_text:  # Milvus fills its BM25 field as documents are written: nothing to build
+                return {"collection": s.config.collection_name or "default", "full_text": True,
+                        "documents": len(s.dense) if s.dense is not None else 0,
+                        "lang": s.config.backend_configs.bm25.lang}
             if s.backend.holds_documents:
                 raise NotYetSupportedError("demo mode keeps the documents only in the index backend; BM25 and hybrid "
                                            "search need a corpus here: set is_demo: false")
@@ -254,6 +260,9 @@ class Retriever:
                     filters: dict[str, Any] | None = None, collection_name: str | None = None) -> list[list[Hit]]:
         """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
         s = self.searched("bm25_search", collection_name)
+        if s.backend.ranks_text:  # Milvus full_text: Milvus ranks BM25 (search/stored.py)
+            f = None if filters is None else parse_filter(filters)
+            return stored.bm25(s, as_queries(query_list), self._k(s, top_k), f, scale_score, score_threshold)
         return run.search(s, BM25(), as_queries(query_list), self._k(s, top_k), filters, scale_score, score_threshold)
 
     # ---- documents: add (upsert) and delete ----------------------------------------------------
@@ -313,6 +322,10 @@ class Retriever:
         self._embedder_of(s, "retriever_hybrid_search")
         h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
                            candidate_depth=candidate_depth)
+        if s.backend.ranks_text:  # Milvus full_text: both lists from Milvus, fused here (search/stored.py)
+            f = None if filters is None else parse_filter(filters)
+            return stored.hybrid(s, self._embedder_of(s, "retriever_hybrid_search"), h, query_instruction, ann,
+                                 as_queries(query_list), self._k(s, top_k), f, scale_score, score_threshold)
         return run.search(s, Hybrid(h, query_instruction, ann), as_queries(query_list), self._k(s, top_k), filters,
                           scale_score, score_threshold)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from .collection import Collection
 from .config import HybridConfig
 from .errors import InvalidInputError
 from .fusion import fuse
+from .types import Hit
 
 RowRanking = tuple[np.ndarray, np.ndarray]  # rows best first, their scores
 Sources = list[dict[str, tuple[int, float] | None]]  # per fused row: retriever -> (rank, score)
@@ -38,6 +40,20 @@ def fused_rows(
     rows = np.asarray([row_of[doc_id] for doc_id, _ in fused], dtype=np.int64)
     scores = np.asarray([score for _, score in fused], dtype=np.float64)
     return rows, scores, sources
+
+
+def fused_hits(rankings: Mapping[str, Sequence[Hit]], method: str, weights: Sequence[float] | None, k: float,
+               top_k: int, scales: Mapping[str, float] | None = None) -> list[Hit]:
+    """`fused_rows` for hits that carry their documents (an index backend that holds them: Milvus
+    full_text): fused by id, each hit with its rank and score in each input."""
+    named = {name: [(h.id, float(h.score)) for h in hits] for name, hits in rankings.items()}
+    found = {h.id: h for hits in rankings.values() for h in hits}
+    lists = list(named.values()) if not scales else [
+        [(key, s / scales.get(name, 1.0)) for key, s in ranking] for name, ranking in named.items()]
+    rank_of = {name: {doc_id: rank for rank, (doc_id, _) in enumerate(ranking)} for name, ranking in named.items()}
+    return [replace(found[doc_id], score=score,
+                    sources={name: source_of(named[name], rank_of[name].get(doc_id)) for name in named})
+            for doc_id, score in fuse(method, lists, weights, k, limit=top_k)]
 
 
 def source_of(ranking: Sequence[tuple[Any, float]], index: int | None) -> tuple[int, float] | None:

@@ -26,6 +26,11 @@ def backend_for(cfg: Config) -> IndexBackend:
     if cfg.index_backend == "milvus":
         from .milvus_backend import MilvusBackend
 
+        mcfg = cfg.index_backend_configs.milvus
+        if mcfg.full_text:  # Milvus holds everything, BM25 included (milvus_fulltext.py)
+            from .milvus_fulltext import full_text_of
+
+            return MilvusBackend(demo=True, full_text=full_text_of(cfg.backend_configs.bm25, mcfg.sparse_field_name))
         return MilvusBackend(demo=cfg.is_demo)
     from .faiss_backend import FaissBackend
 

@@ -77,6 +77,7 @@ class IndexBackend(Protocol):
     hits that go straight to it. Chosen once from the config (indexes.backend_for)."""
 
     holds_documents: bool
+    ranks_text: bool  # the backend ranks BM25 itself over the text it holds (Milvus full_text)
 
     def load(self, view: View, warnings: list[str]) -> VectorIndex | None:
         """The saved index, checked against the view (a mismatch raises IndexMismatchError) and
@@ -95,6 +96,11 @@ class IndexBackend(Protocol):
     def hits(self, view: View, index: VectorIndex | None, vectors: np.ndarray, k: int,
              f: Filter | None, ann: dict[str, int] | None = None) -> list[list[Hit]]:
         """Hits with the text the backend stored (holds_documents only)."""
+        ...
+
+    def text_hits(self, index: VectorIndex | None, queries: Sequence[str], k: int,
+                  f: Filter | None) -> list[list[Hit]]:
+        """BM25 hits ranked by the backend, with the text it stored (ranks_text only)."""
         ...
 
     def upsert(self, view: View, index: VectorIndex | None, docs: Sequence[Document],

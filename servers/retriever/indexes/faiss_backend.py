@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 class FaissBackend:
     holds_documents = False
+    ranks_text = False
 
     def load(self, view: View, warnings: list[str]) -> VectorIndex | None:
         """The corpus index from disk (an empty one when there is no corpus) with the change
@@ -63,6 +64,10 @@ class FaissBackend:
     def hits(self, view: View, index: VectorIndex | None, vectors: np.ndarray, k: int,
              f: Filter | None, ann: dict[str, int] | None = None) -> list[list[Hit]]:
         raise NotYetSupportedError("FAISS holds vectors only; hits are read from the corpus")
+
+    def text_hits(self, index: VectorIndex | None, queries: Sequence[str], k: int,
+                  f: Filter | None) -> list[list[Hit]]:
+        raise NotYetSupportedError("FAISS holds vectors only; BM25 is the local bm25s index")
 
     def upsert(self, view: View, index: VectorIndex | None, docs: Sequence[Document],
                vectors: np.ndarray) -> tuple[VectorIndex, int]:

@@ -42,7 +42,7 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
@@ -62,6 +62,9 @@ from .milvus_client import (  # noqa: F401  (re-exported: the Milvus layer's pub
     list_collections,
     validate_collection_name,
 )
+
+if TYPE_CHECKING:
+    from .milvus_fulltext import FullText
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +96,10 @@ class MilvusStore:
         search_params: dict[str, Any] | None = None,
         chunk: int = 1000,
         read_consistency: str = "Bounded",
+        full_text: FullText | None = None,
     ) -> None:
         self.collection = validate_collection_name(collection)
+        self.full_text = full_text  # BM25 by Milvus over the text field (milvus_fulltext.py); None: dense only
         if read_consistency not in CONSISTENCY_LEVELS:
             raise InvalidInputError(f"read_consistency must be one of {CONSISTENCY_LEVELS}, got {read_consistency!r}")
         self.read_consistency = read_consistency
@@ -149,11 +154,15 @@ class MilvusStore:
         schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field(f.id, pymilvus.DataType.VARCHAR, is_primary=True, max_length=f.id_max_length)
         schema.add_field(f.vector, pymilvus.DataType.FLOAT_VECTOR, dim=dimension)
-        schema.add_field(f.text, pymilvus.DataType.VARCHAR, max_length=f.text_max_length)
+        ft = self.full_text
+        schema.add_field(f.text, pymilvus.DataType.VARCHAR, max_length=f.text_max_length,
+                         **(ft.text_params() if ft else {}))
         schema.add_field(f.metadata, pymilvus.DataType.JSON)
         index = self._client.prepare_index_params()
         params = dict(self.index_params)
         index.add_index(field_name=f.vector, **params)
+        if ft is not None:
+            ft.add_to(schema, index, f.text)
         self._call("create_collection", self._client.create_collection, self.collection, schema=schema,
                    consistency_level=STRONG)
         self._writes += 1
@@ -318,11 +327,33 @@ class MilvusStore:
             "search", self._client.search, self.collection, data=list(vectors), limit=k, filter=expr or "",
             output_fields=[f.text, f.metadata], search_params=self._search_params(ann), anns_field=f.vector,
         )
-        # Lite keys a hit's id by the primary field's name; the 2.3.5 server's reply names no
-        # primary field, so pymilvus keys it "id"
+        return self._hits(results)
+
+    def text_search(self, queries: Sequence[str], k: int, expr: str | None = None) -> list[list[Hit]]:
+        """BM25 top `k` per query text, best first, scored by Milvus (a full_text collection only;
+        Milvus analyses the query). Scores are BM25 scores (Lite's negated distance turned back)."""
+        if self.full_text is None:
+            raise InvalidInputError(f"Milvus collection {self.collection!r} is searched without full_text; "
+                                    "set index_backend_configs.milvus.full_text: true")
+        if not 1 <= k <= MAX_TOP_K:
+            raise InvalidInputError(f"top_k must be between 1 and {MAX_TOP_K} for Milvus, got {k}")
+        if not queries:
+            return []
+        f = self.fields
+        results = self._read(
+            "search", self._client.search, self.collection, data=list(queries), limit=k, filter=expr or "",
+            output_fields=[f.text, f.metadata], search_params=self.full_text.search_params(),
+            anns_field=self.full_text.sparse_field,
+        )
+        return [[(i, abs(s), t, m) for i, s, t, m in hits] for hits in self._hits(results)]
+
+    def _hits(self, results: Any) -> list[list[Hit]]:
+        """(id, score, text, metadata) per hit. Lite keys a hit's id by the primary field's name;
+        the 2.3.5 server's reply names no primary field, so pymilvus keys it "id"."""
+        f = self.fields
         return [
-            [(hit[f.id] if f.id in hit else hit["id"], float(hit["distance"]), hit["entity"][f.text], hit["entity"][f.metadata] or {})
-             for hit in hits]
+            [(hit[f.id] if f.id in hit else hit["id"], float(hit["distance"]), hit["entity"][f.text],
+              hit["entity"][f.metadata] or {}) for hit in hits]
             for hits in results
         ]
 

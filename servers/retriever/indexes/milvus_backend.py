@@ -1,6 +1,8 @@
 """Milvus as a collection's index backend (Milvus Lite in process, or a server). Normally it holds
 the corpus rows' vectors and follows the change log like FAISS; in demo mode (`is_demo`) it holds
-the documents themselves, there is no corpus file here, and writes and hits go straight to it."""
+the documents themselves, there is no corpus file here, and writes and hits go straight to it.
+With `full_text` it holds the documents and also ranks BM25 (milvus_fulltext.py): dense, BM25 and
+hybrid search all read Milvus alone."""
 
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ from ..manifests import dense_manifest
 from ..persist import check_manifest
 from ..types import Document, Hit
 from .base import Change, Vectors, View
+from .milvus import MilvusStore
 from .milvus_filters import to_milvus
+from .milvus_fulltext import FullText, check_collection, probe
 from .milvus_index import MilvusIndex, build_collection, shared_store
 
 if TYPE_CHECKING:
@@ -30,12 +34,24 @@ log = logging.getLogger(__name__)
 
 
 class MilvusBackend:
-    def __init__(self, demo: bool) -> None:
-        self.holds_documents = demo
+    def __init__(self, demo: bool, full_text: FullText | None = None) -> None:
+        self.full_text = full_text
+        self.holds_documents = demo or full_text is not None
+        self.ranks_text = full_text is not None
+
+    def _store(self, cfg: Config) -> MilvusStore:
+        """The session's collection, creating and searching BM25 as this session's settings say (a
+        store is shared by the sessions of one process, which may differ in full_text)."""
+        store = shared_store(cfg.index_backend_configs.milvus, cfg.collection_name, self.full_text)
+        store.full_text = self.full_text
+        return store
 
     def manifest(self, view: View) -> dict[str, Any]:
-        """What a Milvus collection records: in demo mode there is no corpus file to fingerprint."""
+        """What a Milvus collection records: in demo mode there is no corpus file to fingerprint;
+        with full_text, the analyzer and BM25 parameters too."""
         e = view.embedder
+        if self.full_text is not None:
+            return {"model": e.model_id, "dimension": e.dimension, "is_demo": True, "full_text": self.full_text.record()}
         if self.holds_documents:
             return {"model": e.model_id, "dimension": e.dimension, "is_demo": True}
         return {**dense_manifest(view.collection.base, e), "is_demo": False}
@@ -43,9 +59,13 @@ class MilvusBackend:
     def load(self, view: View, warnings: list[str]) -> MilvusIndex | None:
         """The collection, checked against the view; one behind the change log (a crash between
         the log and the Milvus write) is brought up to date from the log."""
-        store = shared_store(view.config.index_backend_configs.milvus, view.config.collection_name)
+        store = self._store(view.config)
         if not store.exists():
+            if self.full_text is not None:
+                probe(store, self.full_text)  # refused here, at retriever_init, by a Milvus without BM25
             return None
+        if self.full_text is not None:
+            check_collection(store, self.full_text)
         info = store.info() or {}
         check_manifest(info, self.manifest(view), f"Milvus collection {store.collection!r}",
                        "call retriever_index(overwrite=true) to rebuild it, or pick another collection_name")
@@ -66,7 +86,7 @@ class MilvusBackend:
         """(Re)build the collection: the live corpus rows with their vectors from the embedding file
         and the change log's documents; in demo mode the corpus file embedded as it streams in."""
         cfg = view.config
-        store = shared_store(cfg.index_backend_configs.milvus, cfg.collection_name)
+        store = self._store(cfg)
         info = {**self.manifest(view), "log_generation": view.collection.changes.generation}
         if self.holds_documents:
             batches = _corpus_batches(view)
@@ -91,7 +111,8 @@ class MilvusBackend:
             store = shared_store(mcfg, name)
             info = store.info() or {}
             out.append({"name": name, "index_backend": "milvus", "documents": store.count(),
-                        "model": info.get("model"), "dimension": info.get("dimension"), "is_demo": info.get("is_demo")})
+                        "model": info.get("model"), "dimension": info.get("dimension"), "is_demo": info.get("is_demo"),
+                        **({"full_text": True} if "full_text" in info else {})})
         return out
 
     # ---- demo mode: the documents live in Milvus ---------------------------------------------------
@@ -102,9 +123,14 @@ class MilvusBackend:
             raise IndexMissingError("the Milvus collection does not exist yet; call retriever_index or retriever_add")
         return index.search_hits(vectors, k, f, ann)
 
+    def text_hits(self, index: Any, queries: Sequence[str], k: int, f: Filter | None) -> list[list[Hit]]:
+        if not isinstance(index, MilvusIndex):
+            raise IndexMissingError("the Milvus collection does not exist yet; call retriever_index or retriever_add")
+        return index.text_hits(queries, k, f)
+
     def upsert(self, view: View, index: Any, docs: Sequence[Document], vectors: np.ndarray) -> tuple[MilvusIndex, int]:
         if not isinstance(index, MilvusIndex):
-            store = shared_store(view.config.index_backend_configs.milvus, view.config.collection_name)
+            store = self._store(view.config)
             index = build_collection(store, {**self.manifest(view), "log_generation": 0}, [], overwrite=False)
             replaced = 0
         else:

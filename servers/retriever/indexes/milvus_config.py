@@ -39,8 +39,14 @@ class MilvusConfig(_Model):
     # Reads right after this process's own write are Strong (they see it); other reads use this
     # level. Strong costs ~200 ms a query on a server; set it where another process writes.
     read_consistency: Literal["Strong", "Bounded", "Session", "Eventually"] = "Bounded"
+    # Milvus holds everything: documents, dense vectors and a BM25 sparse vector made by Milvus's
+    # BM25 function (analyzer from backend_configs.bm25.lang), so dense, BM25 and hybrid search run
+    # against Milvus alone, with no local corpus or index files (as is_demo, plus BM25). Needs Milvus
+    # 2.5 or newer, or Milvus Lite 3.x (checked at retriever_init). indexes/milvus_fulltext.py
+    full_text: bool = False
+    sparse_field_name: str = "sparse"  # the BM25 sparse vector field (full_text)
 
-    @field_validator("id_field_name", "vector_field_name", "text_field_name", "metadata_field_name")
+    @field_validator("id_field_name", "vector_field_name", "text_field_name", "metadata_field_name", "sparse_field_name")
     @classmethod
     def _field_name(cls, value: str) -> str:
         if not NAME_PATTERN.fullmatch(value):

@@ -29,16 +29,17 @@ from .base import Change
 from .milvus import MilvusStore
 from .milvus_config import MilvusConfig
 from .milvus_filters import to_milvus
+from .milvus_fulltext import FullText
 
 log = logging.getLogger(__name__)
 DEFAULT_COLLECTION = "default"
 
 
-def open_store(mcfg: MilvusConfig, collection: str) -> MilvusStore:
+def open_store(mcfg: MilvusConfig, collection: str, full_text: FullText | None = None) -> MilvusStore:
     """The Milvus collection named `collection` ("" = "default"); the token from the YAML or MILVUS_TOKEN."""
     return MilvusStore(mcfg.uri, mcfg.token or os.environ.get("MILVUS_TOKEN"), collection or DEFAULT_COLLECTION,
                        mcfg.fields(), mcfg.metric_type, mcfg.index_params, mcfg.search_params, mcfg.index_chunk_size,
-                       mcfg.read_consistency)
+                       mcfg.read_consistency, full_text)
 
 
 class MilvusIndex:
@@ -77,6 +78,13 @@ class MilvusIndex:
             scores_out.append(np.asarray([s for _, s in pairs], dtype=np.float32))
         return rows_out, scores_out
 
+    def text_hits(self, queries: Sequence[str], k: int, f: Filter | None = None) -> list[list[Hit]]:
+        """BM25 hits ranked by Milvus (full_text), with the text and metadata Milvus stored."""
+        fields = self.store.fields
+        expr = to_milvus(f, fields.id, fields.metadata) if f is not None else None
+        found = on_compute_thread(self.store.text_search, list(queries), k, expr)
+        return [[Hit(row=-1, id=i, text=t, score=s, metadata=m) for i, s, t, m in hits] for hits in found]
+
     def search_hits(self, queries: np.ndarray, k: int, f: Filter | None = None,
                     ann: dict[str, int] | None = None) -> list[list[Hit]]:
         """Hits with the text and metadata Milvus stored (demo mode: no local corpus)."""
@@ -103,13 +111,14 @@ class MilvusIndex:
 _STORES: dict[tuple[str, str], MilvusStore] = {}
 
 
-def shared_store(mcfg: MilvusConfig, collection: str) -> MilvusStore:
+def shared_store(mcfg: MilvusConfig, collection: str, full_text: FullText | None = None) -> MilvusStore:
     """One client per (uri, collection) in this process: Milvus Lite lets one process open a
-    database, and a session rebuilt by retriever_init keeps using the same connection."""
+    database, and a session rebuilt by retriever_init keeps using the same connection. `full_text`:
+    what a new store creates and searches BM25 with (a session sets it on the store it uses)."""
     key = (mcfg.uri, collection or DEFAULT_COLLECTION)
     store = _STORES.get(key)
     if store is None:
-        store = _STORES[key] = open_store(mcfg, collection)
+        store = _STORES[key] = open_store(mcfg, collection, full_text)
     return store
 
 

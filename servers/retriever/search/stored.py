@@ -1,0 +1,77 @@
+"""BM25 and hybrid search where the index backend holds the documents and ranks BM25 itself
+(`ranks_text`: Milvus with `index_backend_configs.milvus.full_text`). There are no corpus rows
+here: each retriever's hits come from the backend with their text, and hybrid fuses them by id
+with the same fusions as a local collection (fusion.py: adaptive, rrf, convex).
+
+What differs from a local collection's hybrid (search/rankers.py Hybrid):
+
+- adaptive fusion divides BM25 scores by the query's highest possible score where bm25s knows it
+  (the sum of its terms' idf); Milvus does not expose per-term document frequencies, so here
+  each query's BM25 scores are divided by its own best BM25 score (the rule already used for
+  unnormalised dense inner products). The best BM25 hit of a query thus always scales to 1.
+- `hybrid.vector_weight: null` (auto) is 0.5: the self-retrieval check (calibration.py) reads
+  local rows and keeps its result in a local file, neither of which exists in this mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import compute
+from ..config import HybridConfig
+from ..embedders import Embedder
+from ..filters import Filter
+from ..fusion import SCALERS
+from ..hybrid import fused_hits, fused_scale
+from ..indexes import View
+from ..limits import chunked
+from ..results import pick
+from ..session import Session
+from ..types import Hit
+from .rankers import text_only
+from .stages import Hits, apply, stages
+
+AUTO_VECTOR_WEIGHT = 0.5  # vector_weight null in this mode (no local calibration)
+
+
+def bm25(s: Session, queries: list[str], k: int, f: Filter | None, scale_score: bool,
+         threshold: float | None) -> Hits:
+    """BM25 hits ranked by the backend, `k` per query."""
+    text_only(s, "BM25 search")
+    chain = stages(SCALERS["bm25"] if scale_score else None, threshold)
+    return chunked(lambda qs: apply(s.backend.text_hits(s.dense, qs, k, f), chain), queries, s.config.limits, k)
+
+
+def weights(h: HybridConfig) -> list[float]:
+    vw = AUTO_VECTOR_WEIGHT if h.vector_weight is None else h.vector_weight
+    return [vw, 1.0 - vw]
+
+
+def hybrid(s: Session, embedder: Embedder, h: HybridConfig, query_instruction: str | None,
+           ann: dict[str, int] | None, queries: list[str], k: int, f: Filter | None, scale_score: bool,
+           threshold: float | None) -> Hits:
+    """Dense and BM25 hits from the backend, each `candidate_depth` deep, fused per query."""
+    text_only(s, "hybrid search")
+    w = weights(h)
+    chain = stages(fused_scale(h.fusion, w, h.rrf_k) if scale_score else None, threshold)
+    normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
+
+    def one(chunk: list[str]) -> Hits:
+        vectors = embedder.encode_queries(chunk, pick(query_instruction, s.config.query_instruction))
+        view = View(s.config, s.collection, embedder)
+        dense = compute.submit(s.backend.hits, view, s.dense, vectors, h.candidate_depth, f, ann)
+        text = s.backend.text_hits(s.dense, chunk, h.candidate_depth, f)
+        fused = [fused_hits({"dense": d, "bm25": b}, h.fusion, w, h.rrf_k, k, _scales(h, d, b, normalized))
+                 for d, b in zip(dense.result(), text)]
+        return apply(fused, chain)
+
+    return chunked(one, queries, s.config.limits, max(k, h.candidate_depth))
+
+
+def _scales(h: HybridConfig, dense: Sequence[Hit], text: Sequence[Hit], normalized: bool) -> dict[str, float]:
+    """Adaptive fusion's scales for one query: cosine as it is (an unnormalised inner product over
+    the query's best), BM25 over the query's best BM25 score (see the module's docstring)."""
+    if h.fusion != "adaptive":
+        return {}
+    best = max(abs(float(text[0].score)), 1e-12) if text else 1.0
+    return {"dense": 1.0 if normalized or not dense else max(abs(float(dense[0].score)), 1e-12), "bm25": best}
