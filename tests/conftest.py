@@ -76,6 +76,17 @@ def engine_for(config_path: Path, overrides: dict[str, Any] | None = None) -> Re
     return Retriever(load_config(config_path, overrides), config_path.parent)
 
 
+SLOW_TESTS = set((Path(__file__).with_name("slow_tests.txt")).read_text().split())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests measured at 1.2 s or more in the fast tier (tests/slow_tests.txt, written by
+    scripts/tiers.py from a --durations=0 run) are slow: `make test-fast` leaves them to `make test`."""
+    for item in items:
+        if item.nodeid.split("[")[0] in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return write_project(tmp_path / "proj")

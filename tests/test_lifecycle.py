@@ -259,3 +259,16 @@ def test_a_bm25_index_ahead_of_a_restored_log_is_rebuilt(tmp_path: Path, built_p
     assert status["bm25_index"] == 31
     assert "n2" not in [h.id for h in e.bm25_search("axolotl regenerates limbs", top_k=5)[0]]
     assert e.bm25_search(QUOKKA, top_k=1)[0][0].id == "n1"
+
+
+def test_a_collection_without_a_corpus_file_is_told_what_it_lacks(tmp_path: Path) -> None:
+    """Issue 30: after adds to a collection with no corpus file, hybrid named embed and index
+    (which that collection cannot run); it names what is missing, and following it works."""
+    mcp = MCP(engine_for(write_project(tmp_path / "p", corpus_path="")))
+    mcp.ok("retriever_init")
+    mcp.ok("retriever_add", {"documents": [{"id": "a", "contents": "quokka island"}, {"id": "b", "contents": "ice"}]})
+    assert mcp.ok("retriever_search", {"query_list": "quokka"})["ret_ids"][0][0] == "a"
+    text = mcp.error("retriever_hybrid_search", {"query_list": "quokka"})
+    assert "missing: BM25 (bm25_index)" in text and "retriever_embed" not in text
+    mcp.ok("bm25_index")
+    assert mcp.ok("retriever_hybrid_search", {"query_list": "quokka"})["ret_ids"][0][0] == "a"

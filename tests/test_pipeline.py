@@ -190,3 +190,15 @@ def test_example_pipelines_run_as_they_are(name: str, tmp_path: Path) -> None:
     variables = json.loads((tmp_path / "out.json").read_text())["variables"]
     ids = variables["dense_ids" if name == "search" else "ret_ids"]
     assert ids[0][0] == "doc15" and len(ids) == 3
+
+
+def test_another_server_s_reply_is_data_the_guard_checks(tmp_path: Path, servers: dict[str, Any]) -> None:
+    """A reply naming paths outside the folders the server may use does not make our tools read or
+    write there (issue 31: retriever_build_image_corpus wrote where another server's reply said)."""
+    outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    outside.mkdir()
+    servers = {**servers, "router": {**servers["router"], "params": {"where": str(outside)}}}
+    path = pipeline(tmp_path, servers, ["router.places", "retriever.retriever_build_image_corpus"])
+    with pytest.raises(RetrieverError, match="outside the folders this server may use"):
+        run(path)
+    assert list(outside.iterdir()) == []

@@ -156,3 +156,28 @@ def test_arguments_ultrarag_passes_are_accepted(tmp_path: Path, monkeypatch: pyt
     err = mcp.error("retriever_websearch", {"query_list": ["x"], "websearch_backend": "tavily",
                                             "websearch_backend_configs": {"tavily": {"base_url": "http://127.0.0.1:1"}}})
     assert "client_endpoints" in err
+
+
+def test_build_never_replaces_a_server_yaml_it_did_not_write(tmp_path: Path) -> None:
+    """Issue 31: build replaced another UltraRAG server's server.yaml. It refuses one without its
+    mark, and `serve --ultrarag --read-only` has no build at all; its own it rewrites."""
+    from conftest import MCP, engine_for, write_project
+    from retriever.api.ultrarag import MARK
+    from retriever.mcp import build_server
+
+    config = write_project(tmp_path / "servers" / "retriever")
+    (config.parent / "src").mkdir()
+    (config.parent / "src" / "retriever.py").write_text("# launcher\n")
+    theirs = config.parent / "server.yaml"
+    theirs.write_text("path: servers/other/src/other.py\ntools: {}\n")
+    before = theirs.read_bytes()
+    engine = engine_for(config)
+    ultrarag = MCP(engine)
+    ultrarag.server = build_server(engine, profile="ultrarag")
+    text = ultrarag.error("build", {"parameter_file": str(config)})
+    assert "did not write" in text and theirs.read_bytes() == before
+    assert "build" not in asyncio.run(_tool_names(build_server(engine, profile="ultrarag", read_only=True)))
+    theirs.unlink()
+    ultrarag.ok("build", {"parameter_file": str(config)})
+    assert theirs.read_text().startswith(MARK)
+    ultrarag.ok("build", {"parameter_file": str(config)})  # its own: rewritten

@@ -25,5 +25,11 @@ def count(label: str = "x") -> dict:
     return {"counted": calls["n"], "label": label}
 
 
+@mcp.tool
+def places(where: str) -> dict:
+    """A reply naming paths (another server's data, which a pipeline may pass to our tools)."""
+    return {"parse_file_path": where, "image_corpus_save_path": f"{where}/images.jsonl"}
+
+
 if __name__ == "__main__":
     mcp.run("stdio", show_banner=False)

@@ -39,9 +39,10 @@ Fusion = Annotated[Literal["adaptive", "rrf", "convex"] | None, Field(
     "w/(rrf_k+rank)) or convex (weighted min-max normalised scores). Default: hybrid.fusion in parameter.yaml "
     "(adaptive).")]
 VectorWeight = Annotated[Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None, Field(
-    description="The dense share of the fusion, 0..1 (adaptive: the prior); BM25 gets the rest. Default: "
-    "hybrid.vector_weight, null = auto: 0.5 unless the collection's self-retrieval check finds one retriever "
-    "cannot read it.")]
+    description="The dense share of the fusion, 0..1; BM25 gets the rest. rrf and convex use it as given; adaptive "
+    "takes it as the prior and weights each query by how far each list's best hits stand out, each share kept "
+    "within 0.4..1.6 times its prior. Default: hybrid.vector_weight, null = auto: 0.5 unless the collection's "
+    "self-retrieval check finds one retriever cannot read it.")]
 RRFK = Annotated[Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] | None, Field(
     description="RRF's k: larger flattens the rank curve. 0..1e6. "
     "Default: hybrid.rrf_k (60).")]

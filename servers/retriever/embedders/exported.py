@@ -41,7 +41,10 @@ def _export(cfg: Config, out: Path) -> None:
 
     from .sentence_transformers import load_model, model_positions
 
-    model = load_model(cfg).eval()
+    # The export is shared by every session of this model: it records the model's own sequence
+    # length, not the max_seq_length of the session that happened to make it first.
+    model = load_model(cfg.with_overrides({"backend_configs": {"sentence_transformers": {"max_seq_length": None}}},
+                                          None)).eval()
     names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in model.tokenizer.model_input_names]
 
     class Pipeline(torch.nn.Module):  # keyword arguments: transformers 5 rejects them positionally

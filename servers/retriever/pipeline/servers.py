@@ -56,13 +56,20 @@ class InProcess(Server):
 
     async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         import asyncio
+        import contextvars
         import inspect
+
+        from ..guard import FROM_CLIENT
 
         spec = self.registry[tool]
         request = spec.request.model_validate(args)
+        # A step's arguments may come from another server's reply: data, not the operator's word.
+        # Paths, endpoints and writes are checked as for a client's call (guard.py).
+        ctx = contextvars.copy_context()
+        ctx.run(FROM_CLIENT.set, True)
         if inspect.iscoroutinefunction(spec.call):
-            return await spec.call(self.engine, request)
-        return await asyncio.to_thread(spec.call, self.engine, request)
+            return await asyncio.get_running_loop().create_task(spec.call(self.engine, request), context=ctx)
+        return await asyncio.to_thread(ctx.run, spec.call, self.engine, request)
 
 
 class Builtin(Server):
