@@ -320,3 +320,23 @@ def test_a_cache_dir_from_a_call_outside_the_roots_is_refused(project: Path, tmp
         "retriever_init", {"backend_configs": {"sentence_transformers": {"cache_dir": str(outside)}}})
     assert "backend_configs.sentence_transformers.cache_dir" in text and "outside the folders" in text
     assert not outside.parent.exists()  # no export, no lock file
+
+
+def test_a_milvus_server_uri_from_a_call_gets_no_operator_token(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """MILVUS_TOKEN is the operator's: a server URI from a call (UltraRAG's mode lets calls set URLs)
+    without a token of its own is refused before anything connects; with its own token, or a Lite
+    file, the rule does not apply."""
+    from conftest import write_project
+
+    monkeypatch.setenv("MILVUS_TOKEN", "root:operator-secret")
+    base = load_config(write_project(tmp_path / "p"), {"security": {"client_endpoints": True}})
+    call = {"index_backend": "milvus", "index_backend_configs": {"milvus": {"uri": "http://127.0.0.1:9/"}}}
+    token = FROM_CLIENT.set(True)
+    try:
+        with pytest.raises(ForbiddenError, match="never the operator's MILVUS_TOKEN"):
+            check_client_config(base, base.with_overrides(call, tmp_path / "p"), tmp_path / "p", http=False)
+        own = {**call, "index_backend_configs": {"milvus": {"uri": "http://127.0.0.1:9/", "token": "u:p"}}}
+        check_client_config(base, base.with_overrides(own, tmp_path / "p"), tmp_path / "p", http=False)
+    finally:
+        FROM_CLIENT.reset(token)

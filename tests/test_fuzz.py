@@ -85,8 +85,9 @@ def check_invariants(tool: str, args: dict[str, Any], reply: dict[str, Any]) -> 
             assert all(matches(f, i, meta) for i, _, meta in hits), (tool, args, hits)
 
 
-# Tools whose calls leave this process (web providers, an LLM, a deployed retriever) are fuzzed in
-# their own tests against local fakes; the build writes UltraRAG's server.yaml (test_ultrarag.py).
+# Tools whose calls leave this process (web providers, an LLM, a deployed retriever) are not fuzzed here:
+# their own tests drive them against local fakes (examples, not generated inputs); the build writes
+# UltraRAG's server.yaml (test_ultrarag.py).
 # UltraRAG's project memory is not listed with FAISS outside its mode (test_agent.py).
 # The tools that only read first (on the built collection), then those that change it.
 ENGINE_TOOLS = sorted((t.name for t in TOOLS if not t.effects.open_world and t.name not in (
