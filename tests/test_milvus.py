@@ -149,7 +149,7 @@ def test_a_call_sets_ef_or_nprobe(milvus_server_uri: str, index_params: dict, lo
             found = store.search(queries, k=10, ann=ann)
             return float(np.mean([len({h[0] for h in hits} & want) / 10 for hits, want in zip(found, exact)]))
 
-        assert recall(None) < 0.9 and recall({name: high}) == 1.0 and recall(None) < 0.9
+        assert recall(None) < 0.9 and recall({name: high}) >= 0.98 and recall(None) < 0.9  # HNSW: near, not always exact
     finally:
         store.drop()
         store.close()
