@@ -66,13 +66,19 @@ class ToolErrors(Middleware):
     def __init__(self, engine: Retriever, tools: Sequence[Tool] = ()) -> None:
         self.engine = engine
         self.tools = {t.name: t for t in tools}
+        self._hidden: tuple[object, set[str]] = (None, set())
 
     def _shown(self, e: Exception) -> str:
         """The error's message for the client: paths relative to the YAML's folder (the log keeps them whole)."""
         return for_client(str(e), self.engine.config, self.engine.base_dir)
 
     def hidden(self) -> set[str]:
-        return {name for name, t in self.tools.items() if t.unavailable(self.engine) is not None}
+        """The tools the loaded configuration cannot serve, worked out once per configuration
+        (a new one comes only with retriever_init), not twice on every call."""
+        cfg = self.engine.config
+        if self._hidden[0] is not cfg:
+            self._hidden = (cfg, {name for name, t in self.tools.items() if t.unavailable(self.engine) is not None})
+        return self._hidden[1]
 
     async def on_list_tools(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         hidden = self.hidden()
