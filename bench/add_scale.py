@@ -52,7 +52,7 @@ def p50_ms(fn: Any, queries: list[str]) -> float:
 
 def worker(config: Path, step: str, n_add: int) -> dict[str, Any]:
     from retriever.config import load_config
-    from retriever.engine import Retriever
+    from retriever.engine.retriever import Retriever
     from synth import documents
 
     cfg = load_config(config)

@@ -25,7 +25,7 @@ CHOICES = [("Flat", {}), ("HNSW32", {"efSearch": 16}), ("HNSW32", {"efSearch": 6
 def main() -> None:
     from retriever.config import load_config
     from retriever.embedders import build_embedder
-    from retriever.evaluation import evaluate, load_qrels, load_queries
+    from retriever.search.evaluation import evaluate, load_qrels, load_queries
 
     vectors = np.load(ROOT / "index" / "scifact" / "embedding.npy", mmap_mode="r")
     ids = [line.split('"_id": "')[1].split('"')[0] for line in (SCIFACT / "corpus.jsonl").read_text().splitlines()]

@@ -38,7 +38,7 @@ def engine(out: Path, chunked: bool) -> Any:
     sys.path.insert(0, str(ROOT / "servers"))
     from retriever.cli import parse_sets
     from retriever.config import load_config
-    from retriever.engine import Retriever
+    from retriever.engine.retriever import Retriever
 
     e = Retriever(load_config(ROOT / "parameter.yaml", parse_sets(sets(out, chunked))), ROOT)
     e.init()
@@ -58,7 +58,7 @@ def max_passage(hits: list[Any], k: int) -> list[tuple[str, float]]:
 def main() -> None:
     from retriever.api import call
     from retriever.api.models import DeploySearchRequest
-    from retriever.evaluation import evaluate, load_qrels, load_queries
+    from retriever.search.evaluation import evaluate, load_qrels, load_queries
 
     OUT.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()

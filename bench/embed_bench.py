@@ -50,7 +50,7 @@ def folder_of(name: str) -> Path:
 def engine(out: Path, st: dict[str, Any], corpus: Path = SCIFACT / "corpus.jsonl", bm25: Path = OUT / "bm25") -> Any:
     """An initialised engine over `corpus` writing into `out` (BM25 into `bm25`, shared by default)."""
     from retriever.config import load_config
-    from retriever.engine import Retriever
+    from retriever.engine.retriever import Retriever
 
     overrides = {
         "corpus_path": str(corpus), "embedding_path": str(out / "embedding.npy"),
@@ -64,7 +64,7 @@ def engine(out: Path, st: dict[str, Any], corpus: Path = SCIFACT / "corpus.jsonl
 
 
 def queries() -> tuple[list[str], list[str], Any]:
-    from retriever.evaluation import load_qrels, load_queries
+    from retriever.search.evaluation import load_qrels, load_queries
 
     qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
     texts = load_queries(SCIFACT / "queries.jsonl")
@@ -138,7 +138,7 @@ def main() -> None:
                     help="only: the static model on the dense side of hybrid search, by fusion weight")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    from retriever.evaluation import evaluate
+    from retriever.search.evaluation import evaluate
 
     if args.static_hybrid:
         write_section("embed_bench_static", static_hybrid(), args.out)
@@ -193,7 +193,7 @@ def token_lengths(qids: list[str], qtexts: list[str], qrels: Any, texts: list[st
     """Dense nDCG@10 of 128 / 256 / 512 word pieces and of windows, on the default runtime."""
     from retriever.config import Config
     from retriever.embedders import build_embedder
-    from retriever.evaluation import evaluate
+    from retriever.search.evaluation import evaluate
 
     out = []
     for label, length in (("truncate at 128", 128), ("truncate at 256 (the model's own)", 256),
@@ -267,7 +267,7 @@ def overhead(n: int, rounds: int = 3) -> str:
 
 def static_hybrid() -> str:
     """Hybrid search with the static model's vectors on the dense side, by fusion and weight."""
-    from retriever.evaluation import evaluate
+    from retriever.search.evaluation import evaluate
 
     qids, qtexts, qrels = queries()
     shutil.rmtree(OUT / "static", ignore_errors=True)

@@ -79,7 +79,7 @@ def materialise(name: str) -> tuple[Path, Path, Path]:
 
 def engine_for(name: str) -> Any:
     from retriever.config import load_config
-    from retriever.engine import Retriever
+    from retriever.engine.retriever import Retriever
 
     corpus, _, _ = materialise(name)
     # SciFact: the indexes `make eval-scifact` builds (index/scifact/), else built here once
@@ -102,7 +102,7 @@ def auto_prior(name: str) -> dict[str, Any]:
     """The server's self-retrieval check (calibration.py) on the set's corpus; cached."""
     cache = OUT / f"{name}.auto.json"
     if not cache.exists():
-        from retriever.calibration import measure
+        from retriever.search.calibration import measure
         from retriever.search.rankers import BM25, Dense
 
         s = engine_for(name).session
@@ -115,7 +115,7 @@ def runs(name: str) -> dict[str, Any]:
     cache = OUT / f"{name}.runs.pkl"
     if cache.exists():
         return pickle.loads(cache.read_bytes())
-    from retriever.evaluation import load_qrels, load_queries
+    from retriever.search.evaluation import load_qrels, load_queries
 
     _, queries_path, qrels_path = materialise(name)
     engine = engine_for(name)
@@ -152,15 +152,15 @@ def _combine(parts: list[dict[str, float]], weights: list[float], missing: list[
 
 
 def rrf(d: Ranking, b: Ranking, w: float = 0.5, k: float = 60, depth: int = 1000) -> Ranking:
-    """The server's RRF (retriever.fusion)."""
-    from retriever.fusion import fuse
+    """The server's RRF (retriever.search.fusion)."""
+    from retriever.search.fusion import fuse
 
     return fuse("rrf", [d[:depth], b[:depth]], [w, 1 - w], k, limit=100)
 
 
 def convex(d: Ranking, b: Ranking, w: float = 0.5, depth: int = 500) -> Ranking:
-    """The server's convex combination of min-max scores (retriever.fusion)."""
-    from retriever.fusion import fuse
+    """The server's convex combination of min-max scores (retriever.search.fusion)."""
+    from retriever.search.fusion import fuse
 
     return fuse("convex", [d[:depth], b[:depth]], [w, 1 - w], limit=100)
 
@@ -221,8 +221,8 @@ def peaked(d: Ranking, b: Ranking, bound: float, n: int = 10, lo: float = 0.2, h
 
 
 def server_adaptive(d: Ranking, b: Ranking, bound: float, depth: int = 500, prior: float = 0.5) -> Ranking:
-    """The server's own fusion (retriever.fusion.adaptive) on the scales the hybrid ranker gives it."""
-    from retriever.fusion import adaptive
+    """The server's own fusion (retriever.search.fusion.adaptive) on the scales the hybrid ranker gives it."""
+    from retriever.search.fusion import adaptive
 
     return adaptive([d[:depth], [(k, s / bound) for k, s in b[:depth]] if bound > 0 else b[:depth]],
                     [prior, 1 - prior], limit=100)
@@ -277,7 +277,7 @@ def candidates() -> dict[str, Candidate]:
 
 
 def study(sets: list[str], chosen: list[str] | None = None) -> list[str]:
-    from retriever.evaluation import evaluate
+    from retriever.search.evaluation import evaluate
 
     table: dict[str, dict[str, dict[str, float]]] = {}
     cands = candidates()

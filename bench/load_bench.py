@@ -112,7 +112,7 @@ def in_process(queries: list[str], k: int, runs: int, modes: list[str]) -> dict[
     from retriever.api.models import DeploySearchRequest
     from retriever.cli import parse_sets
     from retriever.config import load_config
-    from retriever.engine import Retriever
+    from retriever.engine.retriever import Retriever
 
     engine = Retriever(load_config(ROOT / "parameter.yaml", parse_sets(SETS)), ROOT)
     engine.init()

@@ -41,7 +41,7 @@ async def mcp_run() -> tuple[float, dict[str, float]]:
     from fastmcp.client.transports import StdioTransport
 
     sys.path.insert(0, str(ROOT / "servers"))
-    from retriever.evaluation import evaluate, load_qrels, load_queries
+    from retriever.search.evaluation import evaluate, load_qrels, load_queries
 
     t = time.perf_counter()
     qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")

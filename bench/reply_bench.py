@@ -118,7 +118,7 @@ def unbounded_bytes(out: Path, qs: list[str]) -> int:
     from retriever.api.models import BM25SearchRequest
     from retriever.cli import parse_sets
     from retriever.config import load_config
-    from retriever.engine import Retriever
+    from retriever.engine.retriever import Retriever
 
     engine = Retriever(load_config(ROOT / "parameter.yaml", parse_sets(sets(out)[1::2])), ROOT)
     engine.init()

@@ -41,7 +41,7 @@ def timed(fn: Any) -> tuple[Any, float]:
 
 
 def load_test_queries(n: int) -> list[str]:
-    from retriever.evaluation import load_qrels, load_queries
+    from retriever.search.evaluation import load_qrels, load_queries
 
     queries = load_queries(SCIFACT / "queries.jsonl")
     return [queries[q] for q in load_qrels(SCIFACT / "qrels" / "test.tsv")][:n]
@@ -127,7 +127,7 @@ def in_process(out: Path, queries: list[str]) -> dict[str, Any]:
     from fastmcp import Client
     from retriever.cli import parse_sets
     from retriever.config import load_config
-    from retriever.engine import Retriever
+    from retriever.engine.retriever import Retriever
     from retriever.mcp import build_server
 
     sets = [s for s in scifact_sets(out) if s != "--set"]

@@ -114,7 +114,7 @@ def faiss_choices(vectors: np.ndarray, queries: np.ndarray, factories: list[str]
 
 def latencies(config: Path, queries: list[str]) -> dict[str, str]:
     from retriever.config import load_config
-    from retriever.engine import Retriever
+    from retriever.engine.retriever import Retriever
 
     engine = Retriever(load_config(config), config.parent)
     engine.init()

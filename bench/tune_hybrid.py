@@ -19,9 +19,9 @@ INDEX = ROOT / "index" / "scifact"
 
 def main() -> None:
     from retriever.config import load_config
-    from retriever.engine import Retriever
-    from retriever.evaluation import evaluate, load_qrels, load_queries
-    from retriever.fusion import fuse
+    from retriever.engine.retriever import Retriever
+    from retriever.search.evaluation import evaluate, load_qrels, load_queries
+    from retriever.search.fusion import fuse
 
     overrides = {
         "corpus_path": str(SCIFACT / "corpus.jsonl"), "embedding_path": str(INDEX / "embedding.npy"),

@@ -1,4 +1,4 @@
-"""BM25 after adds without a rebuild (sparse.py's Delta): added documents score as a full build
+"""BM25 after adds without a rebuild (search/bm25.py's Delta): added documents score as a full build
 over base + added would score them, base documents as their own build scored them (Lucene's
 choice), for every bm25s method; the base is never touched."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import SAMPLE
 from retriever.config import BM25Config
-from retriever.sparse import BM25Index
+from retriever.search.bm25 import BM25Index
 
 BASE = [json.loads(line)["contents"] for line in SAMPLE.open()]
 ADDED = [

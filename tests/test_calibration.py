@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, engine_for, write_project
-from retriever import calibration
-from retriever.calibration import vector_weight
+from retriever.search import calibration
+from retriever.search.calibration import vector_weight
 
 
 @pytest.mark.parametrize("dense, bm25, expected", [

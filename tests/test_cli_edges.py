@@ -24,12 +24,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Loading an embedding model fails the test."""
-    import retriever.session
+    import retriever.engine.session
 
     def refuse(cfg: object) -> None:
         raise AssertionError("an embedding model was loaded")
 
-    monkeypatch.setattr(retriever.session, "build_embedder", refuse)
+    monkeypatch.setattr(retriever.engine.session, "build_embedder", refuse)
 
 
 def test_a_set_typo_is_blamed_on_set(project: Path, capsys: pytest.CaptureFixture[str], no_model: None) -> None:

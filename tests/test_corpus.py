@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from retriever.corpus import DocStore
 from retriever.errors import CorpusError
+from retriever.store.corpus import DocStore
 
 
 def corpus(tmp_path: Path, lines: list[str]) -> Path:

@@ -18,7 +18,7 @@ from retriever.documents.parse import parse_pdf
 from retriever.documents.pdf_images import build_image_corpus
 from retriever.documents.split import chunks_of
 from retriever.errors import CancelledWork, LimitError
-from retriever.limits import CANCEL
+from retriever.security.limits import CANCEL
 
 
 def handmade_pdf(content: bytes, width: float = 612, height: float = 792, pages: int = 1) -> bytes:

@@ -10,7 +10,7 @@ import pytest
 from conftest import cli_json, run_cli
 from retriever.cli import parse_sets
 from retriever.errors import RetrieverError
-from retriever.evaluation import evaluate, load_qrels, mrr_at, ndcg_at, recall_at, write_trec_run
+from retriever.search.evaluation import evaluate, load_qrels, mrr_at, ndcg_at, recall_at, write_trec_run
 
 
 def test_ndcg_matches_the_trec_eval_definition() -> None:
@@ -114,7 +114,7 @@ def scifact_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     scores tie now and then, as BM25's do), the first with rank-derived scores (no ties) and with
     scores rounded to 1 decimal (ties everywhere, to check the order ties are read in)."""
     from conftest import SCIFACT, engine_for, write_project
-    from retriever.evaluation import load_queries
+    from retriever.search.evaluation import load_queries
 
     folder = tmp_path_factory.mktemp("runs")
     qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
@@ -143,7 +143,7 @@ def test_measures_equal_pytrec_eval_ir_measures_and_ranx(scifact_runs: dict[str,
     import pytrec_eval
     import ranx
     from conftest import SCIFACT
-    from retriever.evaluation import read_trec_run
+    from retriever.search.evaluation import read_trec_run
 
     qrels_file = SCIFACT / "qrels" / "test.tsv"
     qrels = load_qrels(qrels_file)
@@ -189,7 +189,7 @@ def test_the_significance_test_agrees_with_scipy_and_ranx(scifact_runs: dict[str
     import ranx
     from conftest import SCIFACT
     from ranx.statistical_tests import fisher_randomization_test
-    from retriever.evaluation import compare, per_query, read_trec_run
+    from retriever.search.evaluation import compare, per_query, read_trec_run
     from scipy.stats import ttest_rel
 
     qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
@@ -207,7 +207,7 @@ def test_the_significance_test_agrees_with_scipy_and_ranx(scifact_runs: dict[str
 
 def test_cli_eval_of_a_run_file_and_compare(scifact_runs: dict[str, Path]) -> None:
     from conftest import SCIFACT
-    from retriever.evaluation import read_trec_run
+    from retriever.search.evaluation import read_trec_run
 
     qrels = SCIFACT / "qrels" / "test.tsv"
     measured = cli_json("eval", "--run", str(scifact_runs["bm25"]), "--qrels", str(qrels), "--json")

@@ -7,7 +7,7 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from retriever.fusion import SCALERS, adaptive, adaptive_weights, convex, fuse, minmax, rrf
+from retriever.search.fusion import SCALERS, adaptive, adaptive_weights, convex, fuse, minmax, rrf
 
 
 def test_rrf_formula_with_weights() -> None:

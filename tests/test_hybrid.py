@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import MCP
-from retriever.fusion import rrf
+from retriever.search.fusion import rrf
 
 Q = "How do plants turn sunlight into sugar?"
 

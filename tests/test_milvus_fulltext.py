@@ -17,8 +17,8 @@ import pytest
 import yaml
 from conftest import MCP, engine_for
 from retriever.filters import matches, parse
-from retriever.fusion import fuse
 from retriever.indexes.milvus_client import MilvusVersionError
+from retriever.search.fusion import fuse
 
 # one word each, spelt as in the document that holds it (Milvus Lite's analyzer does not stem)
 EXACT = ["photosynthesis", "earthquakes", "inflation", "black holes", "vaccines", "Gutenberg printing press",

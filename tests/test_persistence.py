@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import MCP, copy_built, engine_for, run_and_kill, write_project
 from retriever.errors import IndexMismatchError
-from retriever.persist import publish, read_manifest
+from retriever.store.persist import publish, read_manifest
 
 Q = "what causes earthquakes"
 

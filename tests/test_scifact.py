@@ -52,9 +52,9 @@ def test_the_agent_s_search_gives_the_hybrid_figure(scifact_args: list[str]) -> 
     from fastmcp import Client
     from retriever.cli import parse_sets
     from retriever.config import load_config
-    from retriever.engine import Retriever
-    from retriever.evaluation import evaluate, load_qrels, load_queries
+    from retriever.engine.retriever import Retriever
     from retriever.mcp import build_server
+    from retriever.search.evaluation import evaluate, load_qrels, load_queries
 
     engine = Retriever(load_config(ROOT / "parameter.yaml", parse_sets(scifact_args[3::2])), ROOT)  # the CLI's
     qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")

@@ -24,7 +24,7 @@ from fastmcp import Client
 from retriever import Retriever
 from retriever.config import Config, load_config, validate_config
 from retriever.errors import BusyError, ConfigError, CorpusError
-from retriever.locks import collection_lock
+from retriever.store.locks import collection_lock
 from retriever.websearch import RetryPolicy, build_websearch
 from retriever.websearch.base import run_queries
 
@@ -112,7 +112,7 @@ def test_a_second_writer_waits_then_gets_a_clear_error(tmp_path: Path) -> None:
     with collection_lock(log):
         child = subprocess.run(
             [str(BIN / "python"), "-c",
-             "import sys; from pathlib import Path; from retriever.locks import collection_lock\n"
+             "import sys; from pathlib import Path; from retriever.store.locks import collection_lock\n"
              "from retriever.errors import BusyError\n"
              f"try:\n with collection_lock(Path({str(log)!r}), wait=0.3): pass\n"
              "except BusyError as e: print(e); sys.exit(3)"],

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import MCP, engine_for, write_project
-from retriever.corpus import DocStore
+from retriever.store.corpus import DocStore
 
 Q = "How do plants turn sunlight into sugar?"
 

@@ -4,7 +4,7 @@
 """
 
 from .config import Config, load_config
-from .engine import Retriever
+from .engine.retriever import Retriever
 from .errors import RetrieverError
 from .types import Document, Hit
 

@@ -45,7 +45,7 @@ def _sets(args: argparse.Namespace) -> dict[str, Any]:
 
 def _retriever(args: argparse.Namespace) -> Any:
     from .config import load_config
-    from .engine import Retriever
+    from .engine.retriever import Retriever
 
     return Retriever(load_config(args.config, _sets(args)), args.config.resolve().parent)
 
@@ -63,7 +63,7 @@ def _ultrarag_engine(args: argparse.Namespace) -> Any:
     """The engine of `serve --ultrarag`: UltraRAG's meanings (pipeline/ultrarag.py)."""
     from .api.ultrarag import ultrarag_overrides
     from .config import deep_merge, load_config
-    from .engine import Retriever
+    from .engine.retriever import Retriever
 
     cwd, sets = Path.cwd(), _sets(args)
     given = load_config(args.config, sets, base_dir=cwd)  # read once; --set stays over UltraRAG's meanings
@@ -95,8 +95,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport == "stdio":
         server.run("stdio", show_banner=False)
         return 0
-    from .http_guard import front_door
-    from .http_limits import uvicorn_limits
+    from .security.http_guard import front_door
+    from .security.http_limits import uvicorn_limits
 
     guard = front_door(engine.base_config, args.host, args.port)
     server.run("http", host=args.host, port=args.port, show_banner=False, middleware=[guard],
@@ -129,8 +129,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     """The shared HTTP service (service/): loads the indexes at start, batches searches."""
     import uvicorn
 
-    from .http_limits import uvicorn_limits
     from .memory import reuse_batch_memory
+    from .security.http_limits import uvicorn_limits
     from .service import build_app
 
     reuse_batch_memory()
@@ -257,7 +257,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_add(args: argparse.Namespace) -> int:
     """Add (upsert) the records of a JSONL file, a batch at a time; each batch is one change."""
-    from .corpus import iter_lines
+    from .store.corpus import iter_lines
 
     if not args.file.is_file():
         raise RetrieverError(f"no file {args.file} (a JSONL file of documents)")
@@ -292,7 +292,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .evaluation import evaluate, load_qrels, load_queries, read_trec_run, write_trec_run
+    from .search.evaluation import evaluate, load_qrels, load_queries, read_trec_run, write_trec_run
 
     qrels = load_qrels(args.qrels)
     if args.run is not None:  # a run file made elsewhere: measured, nothing searched
@@ -318,7 +318,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .evaluation import compare, load_qrels, read_trec_run
+    from .search.evaluation import compare, load_qrels, read_trec_run
 
     result = compare(read_trec_run(args.run_a), read_trec_run(args.run_b), load_qrels(args.qrels), args.measure,
                      args.permutations, args.seed)

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field
 
 from ..errors import IndexMissingError
-from ..results import as_queries
 from ..search.rankers import MODES
+from ..search.results import as_queries
 from . import calls
 from .fields import Filters
 from .models import SEARCH_REQUESTS, Request
@@ -20,7 +20,7 @@ from .models import AddRequest as ClassicAdd
 from .replies import Payload, budgeted
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
     from ..types import Hit
 
 _opening = threading.Lock()

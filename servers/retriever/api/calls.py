@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import remote
 from ..errors import InvalidInputError
+from ..search import deployed
 from . import llm_calls
 from .hits import FUSION, HITS, SEARCHED, depth, shape
 from .models import (
@@ -36,7 +36,7 @@ from .models import (
 from .replies import Hits, Payload
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
 
 def init(engine: Retriever, r: InitRequest) -> Payload:
     return engine.init(**r.model_dump())
@@ -183,13 +183,13 @@ def hybrid_batch_search(engine: Retriever, r: HybridBatchSearchRequest) -> Paylo
 
 
 def deploy_search(engine: Retriever, r: DeployClientRequest) -> Payload:
-    """The same search, served by the deployed retriever at `retriever_url` (remote.py); the
+    """The same search, served by the deployed retriever at `retriever_url` (search/deployed.py); the
     reply budget is this server's, applied there."""
     cfg = engine.base_config
     payload = r.model_dump(exclude={"retriever_url"}, exclude_defaults=True) | {"query_list": r.query_list}
     if r.max_bytes is None:
         payload["max_bytes"] = shape(engine, r).max_bytes
-    return remote.deploy_search(cfg, remote.target(cfg, r.retriever_url), payload)
+    return deployed.deploy_search(cfg, deployed.target(cfg, r.retriever_url), payload)
 
 
 def multi_query_search(engine: Retriever, r: MultiQuerySearchRequest) -> Payload:

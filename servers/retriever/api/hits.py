@@ -10,7 +10,7 @@ from .models import SCORES, BM25SearchRequest, HybridSearchRequest, Request, Sea
 from .replies import Hits, Shape
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
 
 SEARCHED = (*SCORES, "collection_name")  # the options of a search of one collection
 FUSION = ("fusion", "vector_weight", "rrf_k", "candidate_depth")

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InvalidInputError, LimitError, LLMError, NotYetSupportedError
-from ..fusion import rrf
-from ..limits import check_count, check_limits
-from ..locks import collection_lock
-from ..results import as_queries
+from ..search.fusion import rrf
+from ..search.results import as_queries
+from ..security.limits import check_count, check_limits
+from ..store.locks import collection_lock
 from .hits import HITS
 from .models import (
     SCORES,
@@ -31,7 +31,7 @@ from .models import (
 from .replies import Hits, Payload
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
     from ..llm.client import ChatClient
     from ..types import Hit
 

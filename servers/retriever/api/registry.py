@@ -28,7 +28,7 @@ from . import models as m
 from .tool import ULTRARAG, Effects, Need, Tool
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
 
 PROFILES = ("agent", "ultrarag", "full")
 AGENT, FULL = {"agent", "full"}, {"full"}
@@ -103,7 +103,7 @@ def build(engine: Retriever, r: m.BuildRequest) -> dict[str, Any]:
     of the ultrarag profile (api/ultrarag.py)."""
     from pathlib import Path
 
-    from ..guard import check_path
+    from ..security.guard import check_path
     from .ultrarag import write_server_yaml
 
     given = Path(r.parameter_file)

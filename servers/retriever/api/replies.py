@@ -18,7 +18,7 @@ from fastmcp.tools.base import ToolResult
 from mcp.types import TextContent
 
 from ..config import ReplyConfig
-from ..results import regroup
+from ..search.results import regroup
 from ..types import Hit
 
 Payload = dict[str, Any]  # a reply

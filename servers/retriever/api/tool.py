@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .models import Request
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
 
 ULTRARAG = {"ultrarag", "full"}
 

@@ -77,7 +77,7 @@ def write_server_yaml(parameter_file: Path, tools: Iterable[Tool]) -> Path:
         raise InvalidInputError("build: a server.yaml that mcp-retriever did not write is already there; it is "
                                 "left as it is (remove it by hand to let build write one)")
     text = MARK + yaml.safe_dump(server_yaml(parameter_file, tools), allow_unicode=True, sort_keys=False)
-    from ..persist import atomic_write_text
+    from ..store.persist import atomic_write_text
 
     atomic_write_text(out, text)
     return out

@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..guard import FROM_CLIENT, check_client_config
-from ..results import as_groups, as_queries, pick, regroup
+from ..search.results import as_groups, as_queries, pick, regroup
+from ..security.guard import FROM_CLIENT, check_client_config
 from ..websearch import PROVIDERS, QueryResult, check_provider, web_search
 from .models import ProviderSearchRequest, WebBatchSearchRequest, WebSearchRequest
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
 
 __all__ = ["PROVIDERS", "batch", "format_web", "provider", "search", "websearch"]
 

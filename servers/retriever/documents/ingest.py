@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import changes
-from ..collection import parse_documents
+from ..engine import changes
+from ..engine.session import Session
 from ..errors import InvalidInputError
 from ..filters import parse as parse_filter
-from ..limits import check_count
-from ..session import Session
+from ..security.limits import check_count
+from ..store.collection import parse_documents
 from .split import chunk_records, chunks_of
 
 

@@ -5,7 +5,7 @@ and with its score; repeated up the hierarchy until nothing merges. Parents are 
 
 from __future__ import annotations
 
-from ..collection import Collection
+from ..store.collection import Collection
 from ..types import Hit
 
 

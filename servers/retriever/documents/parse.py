@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from ..config import LimitsConfig
 from ..errors import InvalidInputError, LimitError, MissingDependencyError
-from ..limits import Deadline, check_count
+from ..security.limits import Deadline, check_count
 
 Format = Literal["text", "markdown", "html", "pdf"]
 SUFFIXES: dict[str, Format] = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",

@@ -23,9 +23,9 @@ from typing import Any
 
 from ..config import LimitsConfig
 from ..errors import AlreadyExistsError, InvalidInputError, MissingDependencyError
-from ..guard import check_replace
-from ..limits import Deadline, check_count
-from ..persist import (
+from ..security.guard import check_replace
+from ..security.limits import Deadline, check_count
+from ..store.persist import (
     FOLDER_RECORD,
     FORMAT_VERSION,
     atomic_write_text,

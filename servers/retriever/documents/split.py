@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from ..config import ChunkingConfig
 from ..errors import InvalidInputError, MissingDependencyError
-from ..limits import check_cancel
+from ..security.limits import check_cancel
 
 EVERY = 4096  # units or chunks between two looks at the caller's cancellation
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..collection import Collection
+from ..store.collection import Collection
 from ..types import Document, Hit
 
 

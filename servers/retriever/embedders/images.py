@@ -15,7 +15,7 @@ import numpy as np
 
 from ..config import Config
 from ..errors import ConfigError, CorpusError, NotYetSupportedError
-from ..limits import check_cancel
+from ..security.limits import check_cancel
 from .local import PIECE_BATCHES
 from .runtime import Choice, choose
 from .sentence_transformers import SentenceTransformerEmbedder
@@ -32,7 +32,7 @@ def image_choice(cfg: Config, device: str) -> Choice:
 
 
 def refuse_server_backend(cfg: Config) -> None:
-    """OpenAI-compatible /embeddings takes text only (Infinity's takes images: remote.py)."""
+    """OpenAI-compatible /embeddings takes text only (Infinity's takes images: embedders/remote.py)."""
     raise NotYetSupportedError(
         f"is_multimodal: backend {cfg.backend!r} embeds text only (the OpenAI embeddings API has no images); set "
         "backend: sentence_transformers with an image-text model (a CLIP model folder), or backend: infinity "

@@ -14,7 +14,7 @@ import numpy as np
 from ..compute import on_compute_thread
 from ..config import Config
 from ..errors import ConfigError
-from ..limits import check_cancel
+from ..security.limits import check_cancel
 from .base import model_id_for, with_instruction
 from .runtime import Choice
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..config import Config
 from ..errors import EmbeddingServerError, MissingDependencyError, NotYetSupportedError
-from ..redaction import detail, redact
+from ..security.redaction import detail, redact
 from .base import model_id_for, with_instruction
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from ..filters import Filter
 from ..types import Document, Hit
 
 if TYPE_CHECKING:
-    from ..collection import Collection
     from ..config import Config
     from ..embedders import Embedder
+    from ..store.collection import Collection
 
 
 # The ANN search settings: FAISS's name -> the name in parameter.yaml and in a search call.

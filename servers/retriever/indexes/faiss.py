@@ -17,7 +17,7 @@ import numpy as np
 from ..compute import on_compute_thread
 from ..errors import ConfigError, IndexMismatchError, InvalidInputError, MissingDependencyError
 from ..filters import Filter
-from ..persist import publish, read_manifest
+from ..store.persist import publish, read_manifest
 from .base import ANN_PARAMETERS, Change
 
 log = logging.getLogger(__name__)

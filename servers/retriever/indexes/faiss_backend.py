@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..embedfile import open_embeddings
 from ..errors import AlreadyExistsError, IndexMismatchError, IndexMissingError, NotYetSupportedError
 from ..filters import Filter
-from ..manifests import dense_manifest, runtime_record
-from ..persist import check_manifest, read_manifest
+from ..store.embedfile import open_embeddings
+from ..store.manifests import dense_manifest, runtime_record
+from ..store.persist import check_manifest, read_manifest
 from ..types import Document, Hit
 from .base import Change, VectorIndex, View, ann_settings
 from .faiss import FaissIndex

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Self
 import numpy as np
 
 from ..errors import IndexMismatchError, InvalidInputError, RetrieverError
-from ..persist import atomic_write_text
+from ..store.persist import atomic_write_text
 from .base import ANN_PARAMETERS
 from .milvus_client import (  # noqa: F401  (re-exported: the Milvus layer's public names)
     NAME_PATTERN,

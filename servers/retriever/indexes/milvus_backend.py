@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..corpus import DocStore
-from ..embedfile import open_embeddings
 from ..errors import IndexMissingError
 from ..filters import Filter
-from ..manifests import dense_manifest
-from ..persist import check_manifest
+from ..store.corpus import DocStore
+from ..store.embedfile import open_embeddings
+from ..store.manifests import dense_manifest
+from ..store.persist import check_manifest
 from ..types import Document, Hit
 from .base import Change, Vectors, View
 from .milvus import MilvusStore

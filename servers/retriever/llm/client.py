@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..config_serving import LLMConfig
+from ..config.serving import LLMConfig
 from ..errors import CancelledWork, ConfigError, LLMError, MissingDependencyError
-from ..limits import CANCEL, Budget
-from ..redaction import detail, redact
+from ..security.limits import CANCEL, Budget
+from ..security.redaction import detail, redact
 
 KEY_ENV = "RETRIEVER_LLM_API_KEY"
 NO_KEY = "EMPTY"  # what local servers without authentication are sent

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import IndexMissingError
-from ..persist import atomic_write_text
+from ..store.persist import atomic_write_text
 from ..types import Hit
 
 Triple = tuple[str, str, str]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..config_serving import LLMConfig
+from ..config.serving import LLMConfig
 from ..errors import ConfigError
 
 DEFAULTS = {

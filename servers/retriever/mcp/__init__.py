@@ -14,7 +14,7 @@ from .middleware import ToolErrors
 from .tools import RetrieverMCP, register
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
 
 def server_version() -> str:
     try:

@@ -20,11 +20,11 @@ from pydantic import ValidationError
 from ..api.models import argument_problems, unreadable_json
 from ..api.tool import Tool
 from ..errors import CancelledWork, RetrieverError
-from ..guard import FROM_CLIENT, for_client
-from ..limits import CANCEL
+from ..security.guard import FROM_CLIENT, for_client
+from ..security.limits import CANCEL
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
 
 log = logging.getLogger("retriever.mcp")
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from ..api.ultrarag import adapt
 from .middleware import run
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
 
 
 def tool_annotations(tool: Tool) -> ToolAnnotations:
@@ -60,7 +60,7 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request) -> dict[st
     if engine.ultrarag:
         request = adapt(request, engine.config.index_backend)
     if inspect.iscoroutinefunction(tool.call):
-        from ..guard import FROM_CLIENT
+        from ..security.guard import FROM_CLIENT
 
         FROM_CLIENT.set(True)
         return await tool.call(engine, request)

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
-from ..evaluation import evaluate as evaluate_run
-from ..evaluation import load_qrels, write_trec_run
+from ..search.evaluation import evaluate as evaluate_run
+from ..search.evaluation import load_qrels, write_trec_run
 from .grammar import ToolIO
 
 

@@ -45,7 +45,7 @@ class InProcess(Server):
         from ..api.registry import TOOLS
         from ..api.ultrarag import server_io
         from ..config import deep_merge, load_config
-        from ..engine import Retriever
+        from ..engine.retriever import Retriever
 
         self.params = {**deep_merge(yaml.safe_load(config.read_text(encoding="utf-8")) or {}, overrides), **params}
         cfg = load_config(config, deep_merge(overrides, {"reply": {"max_bytes": 0}}))
@@ -59,7 +59,7 @@ class InProcess(Server):
         import contextvars
         import inspect
 
-        from ..guard import FROM_CLIENT
+        from ..security.guard import FROM_CLIENT
 
         spec = self.registry[tool]
         request = spec.request.model_validate(args)

@@ -14,13 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..config import HybridConfig
+from ..engine.session import Session, candidates
 from ..errors import CancelledWork, InvalidInputError, RetrieverError
-from ..fusion import rrf
-from ..hybrid import RowRanking, fused_scale, source_of
-from ..results import as_queries
-from ..session import Session, candidates
 from ..types import Hit
+from .fusion import rrf
+from .hybrid import RowRanking, fused_scale, source_of
 from .rankers import KINDS
+from .results import as_queries
 from .run import rankings
 from .stages import apply, stages
 

@@ -11,13 +11,13 @@ from typing import Protocol
 import numpy as np
 
 from .. import compute
-from ..calibration import auto_vector_weight
 from ..config import HybridConfig
+from ..engine.session import Allowed, Session
 from ..errors import IndexMissingError, NotYetSupportedError
-from ..fusion import SCALERS
-from ..hybrid import Fused, fused_rows, fused_scale
-from ..results import pick
-from ..session import Allowed, Session
+from .calibration import auto_vector_weight
+from .fusion import SCALERS
+from .hybrid import Fused, fused_rows, fused_scale
+from .results import pick
 
 Scale = Callable[[float], float]
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..hybrid import Fused, fused_rows, fused_scale
-from ..limits import chunked
-from ..results import build_hits, search_groups
-from ..session import Allowed, Session, candidates
+from ..engine.session import Allowed, Session, candidates
+from ..security.limits import chunked
 from ..types import Hit
+from .hybrid import Fused, fused_rows, fused_scale
 from .rankers import Ranker
+from .results import build_hits, search_groups
 from .stages import Hits, apply, stages
 
 

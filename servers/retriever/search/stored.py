@@ -20,15 +20,15 @@ from collections.abc import Sequence
 from .. import compute
 from ..config import HybridConfig
 from ..embedders import Embedder
+from ..engine.session import Session
 from ..filters import Filter
-from ..fusion import SCALERS
-from ..hybrid import fused_hits, fused_scale
 from ..indexes import View
-from ..limits import chunked
-from ..results import pick
-from ..session import Session
+from ..security.limits import chunked
 from ..types import Hit
+from .fusion import SCALERS
+from .hybrid import fused_hits, fused_scale
 from .rankers import text_only
+from .results import pick
 from .stages import Hits, apply, stages
 
 AUTO_VECTOR_WEIGHT = 0.5  # vector_weight null in this mode (no local calibration)

@@ -44,14 +44,14 @@ from ..errors import (
     RemoteError,
     RetrieverError,
 )
-from ..guard import for_client
-from ..http_guard import front_door
+from ..security.guard import for_client
+from ..security.http_guard import front_door
 from .batcher import Batcher, Job, QueueFull
 from .metrics import Metrics
 from .openapi import openapi
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
 
 log = logging.getLogger("retriever.service")
 OPEN_PATHS = ("/healthz", "/readyz")

@@ -37,14 +37,14 @@ from ..api.hits import HITS
 from ..api.models import BM25SearchRequest, Request
 from ..api.registry import call
 from ..config import DeployConfig
-from ..guard import FROM_CLIENT
-from ..limits import CANCEL, check_limits
-from ..results import as_queries, regroup
+from ..search.results import as_queries, regroup
+from ..security.guard import FROM_CLIENT
+from ..security.limits import CANCEL, check_limits
 from ..types import Hit
 from .metrics import Metrics
 
 if TYPE_CHECKING:
-    from ..engine import Retriever
+    from ..engine.retriever import Retriever
 
 log = logging.getLogger(__name__)
 Payload = dict[str, Any]

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from ..config import Config, WebProvider
 from ..errors import ConfigError
-from ..limits import Budget, check_count, check_limits
+from ..security.limits import Budget, check_count, check_limits
 from .base import (
     ENV_VARS,
     QueryResult,

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import LimitError, RetrieverError
-from ..limits import Budget
-from ..redaction import detail
 from ..retry import RetryPolicy
+from ..security.limits import Budget
+from ..security.redaction import detail
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 from ..config import Config
-from ..corpus import DocStore
 from ..errors import ConfigError
+from ..store.corpus import DocStore
 from .split import chunk_records, chunks_of
 
 log = logging.getLogger(__name__)

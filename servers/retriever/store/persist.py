@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import ForbiddenError, IndexMismatchError
+from ..errors import ForbiddenError, IndexMismatchError
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"

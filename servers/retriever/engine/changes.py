@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from .catalog import remember_corpus
-from .collection import ChangeLog, Collection
-from .errors import NotYetSupportedError
-from .filters import Filter
-from .indexes import Change, View
-from .manifests import corpus_manifest
+from ..errors import NotYetSupportedError
+from ..filters import Filter
+from ..indexes import Change, View
+from ..store.catalog import remember_corpus
+from ..store.collection import ChangeLog, Collection
+from ..store.manifests import corpus_manifest
+from ..types import Document
 from .session import Session, bm25_after
-from .types import Document
 
 Report = dict[str, Any]
 

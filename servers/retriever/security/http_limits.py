@@ -17,7 +17,7 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .config import Config
+from ..config import Config
 
 log = logging.getLogger(__name__)
 KEEP_ALIVE = 5.0  # uvicorn's default idle time between requests on one connection

@@ -26,8 +26,8 @@ from typing import Any
 
 from starlette.middleware import Middleware
 
-from .config import Config
-from .errors import ConfigError
+from ..config import Config
+from ..errors import ConfigError
 
 log = logging.getLogger(__name__)
 Scope = MutableMapping[str, Any]

@@ -16,14 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from . import changes
-from .catalog import collection_names, describe, recorded_corpus, remember_corpus
-from .collection import parse_documents
-from .config import Config, HybridConfig, load_config
-from .corpus import DocStore
-from .embedders import Embedder
-from .embedfile import open_embeddings, write_embeddings
-from .errors import (
+from ..config import Config, HybridConfig, load_config
+from ..embedders import Embedder
+from ..errors import (
     AlreadyExistsError,
     IndexMismatchError,
     IndexMissingError,
@@ -32,21 +27,26 @@ from .errors import (
     NotInitializedError,
     NotYetSupportedError,
 )
-from .filters import parse as parse_filter
-from .guard import check_client_config, check_path
-from .hybrid import hybrid_options
-from .indexes import View, backend_for, check_backend
-from .limits import chunked
-from .locks import collection_lock
-from .manifests import dense_manifest, runtime_record
-from .persist import read_manifest
-from .results import as_queries, check_top_k, pick, search_groups
-from .search import BM25, KINDS, Dense, Hybrid, Ranker, run, stored
-from .search.fanout import fanout
-from .search.rankers import text_only
-from .search.stages import apply, stages
+from ..filters import parse as parse_filter
+from ..indexes import View, backend_for, check_backend
+from ..search import BM25, KINDS, Dense, Hybrid, Ranker, run, stored
+from ..search.fanout import fanout
+from ..search.hybrid import hybrid_options
+from ..search.rankers import text_only
+from ..search.results import as_queries, check_top_k, pick, search_groups
+from ..search.stages import apply, stages
+from ..security.guard import check_client_config, check_path
+from ..security.limits import chunked
+from ..store.catalog import collection_names, describe, recorded_corpus, remember_corpus
+from ..store.collection import parse_documents
+from ..store.corpus import DocStore
+from ..store.embedfile import open_embeddings, write_embeddings
+from ..store.locks import collection_lock
+from ..store.manifests import dense_manifest, runtime_record
+from ..store.persist import read_manifest
+from ..types import Hit
+from . import changes
 from .session import Session, bm25_manifest, build_bm25, open_session
-from .types import Hit
 
 log = logging.getLogger(__name__)
 RowRankings = tuple[Sequence[np.ndarray], Sequence[np.ndarray]]  # per query: rows best first, scores
@@ -282,7 +282,7 @@ class Retriever:
     def ingest(self, source_id: str, text: str, metadata: dict[str, Any] | None = None,
                progress: bool = False) -> dict[str, Any]:
         """A document cut into chunks and added as `<source_id>:<n>` (documents/ingest.py)."""
-        from .documents.ingest import ingest
+        from ..documents.ingest import ingest
 
         with self._writing("retriever_ingest") as s:
             self.session, report = ingest(s, source_id, text, metadata or {}, progress)

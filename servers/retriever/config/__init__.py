@@ -26,8 +26,10 @@ from pydantic import (
     model_validator,
 )
 
-from .config_base import ResolvedPath, Section, none_as_empty
-from .config_serving import (
+from ..errors import ConfigError
+from ..indexes.milvus_config import MilvusConfig
+from .base import ResolvedPath, Section, none_as_empty
+from .serving import (
     ChunkingConfig,
     DeployConfig,
     LimitsConfig,
@@ -37,8 +39,6 @@ from .config_serving import (
     SecurityConfig,
     ToolsConfig,
 )
-from .errors import ConfigError
-from .indexes.milvus_config import MilvusConfig
 
 MINILM_ALIASES = {"", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
@@ -105,7 +105,7 @@ class BM25Config(Section):
     k1: float = Field(1.5, gt=0)
     b: float = Field(0.75, ge=0, le=1)
     # adds and deletes since bm25_index, as a fraction of its documents, past which a change
-    # rebuilds BM25 in full; below it added documents are a delta (sparse.py Delta). 0: always rebuild
+    # rebuilds BM25 in full; below it added documents are a delta (search/bm25.py Delta). 0: always rebuild
     rebuild_fraction: float = Field(0.1, ge=0)
 
 

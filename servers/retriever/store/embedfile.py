@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 from numpy.lib.format import open_memmap
 
+from ..embedders import Embedder
+from ..errors import AlreadyExistsError, ConfigError, IndexMismatchError
+from ..memory import bulk_allocations
+from ..security.guard import check_replace
 from .corpus import DocStore
-from .embedders import Embedder
-from .errors import AlreadyExistsError, ConfigError, IndexMismatchError
-from .guard import check_replace
-from .memory import bulk_allocations
 from .persist import FORMAT_VERSION, atomic_write_text, check_manifest, record_of, remove_temporaries, written_here
 
 log = logging.getLogger(__name__)

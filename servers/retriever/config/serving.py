@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
-from .config_base import ResolvedPath, Section
+from .base import ResolvedPath, Section
 
 
 class HTTPSecurity(Section):

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .manifests import corpus_manifest
-from .persist import atomic_write_text
+from ..store.manifests import corpus_manifest
+from ..store.persist import atomic_write_text
 
 if TYPE_CHECKING:
-    from .session import Session
+    from ..engine.session import Session
 
 log = logging.getLogger(__name__)
 

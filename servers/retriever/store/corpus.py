@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CorpusError
-from .filters import Filter, field_types, matches
-from .types import Document
+from ..errors import CorpusError
+from ..filters import Filter, field_types, matches
+from ..types import Document
 
 MASK_CACHE = 16  # filters whose row masks stay cached per corpus
 

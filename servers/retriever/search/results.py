@@ -8,8 +8,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from .errors import InvalidInputError
-from .types import Document, Hit
+from ..errors import InvalidInputError
+from ..types import Document, Hit
 
 T = TypeVar("T")
 

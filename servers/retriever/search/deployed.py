@@ -14,11 +14,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from .config import Config
-from .errors import ConfigError, ForbiddenError, RemoteError
-from .guard import FROM_CLIENT
-from .redaction import detail
-from .retry import RetryPolicy
+from ..config import Config
+from ..errors import ConfigError, ForbiddenError, RemoteError
+from ..retry import RetryPolicy
+from ..security.guard import FROM_CLIENT
+from ..security.redaction import detail
 
 log = logging.getLogger(__name__)
 RETRIED = (429, 500, 502, 503, 504)

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TypeVar
 
-from .config import LimitsConfig
-from .errors import CancelledWork, LimitError
+from ..config import LimitsConfig
+from ..errors import CancelledWork, LimitError
 
 T = TypeVar("T")
 CHUNK = 128  # queries searched between two looks at the cancel event

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from .collection import Collection
-from .config import HybridConfig
-from .errors import InvalidInputError
+from ..config import HybridConfig
+from ..errors import InvalidInputError
+from ..store.collection import Collection
+from ..types import Hit
 from .fusion import fuse
-from .types import Hit
 
 RowRanking = tuple[np.ndarray, np.ndarray]  # rows best first, their scores
 Sources = list[dict[str, tuple[int, float] | None]]  # per fused row: retriever -> (rank, score)

@@ -16,8 +16,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from .config import MINILM_ALIASES, Config
-from .errors import ForbiddenError
+from ..config import MINILM_ALIASES, Config
+from ..errors import ForbiddenError
 from .redaction import paths_out
 
 # Set by the layers that serve clients (the MCP tools) for the duration of a call: the checks
@@ -25,7 +25,7 @@ from .redaction import paths_out
 FROM_CLIENT: ContextVar[bool] = ContextVar("retriever_from_client", default=False)
 
 # Where requests go -> the credential sent with them (dotted keys of Config). retriever_url and
-# its remote.token: remote.py (retriever_deploy_search reads the operator's config only).
+# its remote.token: search/deployed.py (retriever_deploy_search reads the operator's config only).
 KEYED_URLS = {
     "backend_configs.openai.base_url": "backend_configs.openai.api_key",
     "backend_configs.infinity.url": "backend_configs.infinity.api_key",

@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import CorpusError, InvalidInputError
+from ..filters import Filter, field_types, matches, type_warnings
+from ..types import Document
 from .corpus import DocStore, check_image, parse_record
-from .errors import CorpusError, InvalidInputError
-from .filters import Filter, field_types, matches, type_warnings
 from .persist import check_manifest, publish, read_manifest
-from .types import Document
 
 LOG_KIND = "changelog"
 

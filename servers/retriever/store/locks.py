@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import BusyError
+from ..errors import BusyError
 
 WAIT_SECONDS = 30.0
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .config import COLLECTION_NAME, Config
+from ..config import COLLECTION_NAME, Config
 from .persist import atomic_write_text, read_manifest
 
 

@@ -10,18 +10,18 @@ from typing import Any
 
 import numpy as np
 
-from .collection import ChangeLog, Collection
-from .config import Config
-from .corpus import DocStore
-from .documents.corpus import chunked_corpus
-from .embedders import Embedder, build_embedder
-from .errors import IndexMismatchError
-from .filters import Filter
-from .filters import parse as parse_filter
-from .indexes import IndexBackend, VectorIndex, View, backend_for
-from .manifests import corpus_manifest
-from .persist import check_manifest
-from .sparse import BM25Index
+from ..config import Config
+from ..documents.chunks import chunked_corpus
+from ..embedders import Embedder, build_embedder
+from ..errors import IndexMismatchError
+from ..filters import Filter
+from ..filters import parse as parse_filter
+from ..indexes import IndexBackend, VectorIndex, View, backend_for
+from ..search.bm25 import BM25Index
+from ..store.collection import ChangeLog, Collection
+from ..store.corpus import DocStore
+from ..store.manifests import corpus_manifest
+from ..store.persist import check_manifest
 
 log = logging.getLogger(__name__)
 Allowed = tuple[np.ndarray | None, Filter | None]  # the candidates: a mask over rows (None: all), the filter
@@ -95,7 +95,7 @@ def bm25_manifest(s: Session) -> dict[str, Any]:
 
 def bm25_after(s: Session, index: BM25Index, progress: bool) -> BM25Index:
     """`index` brought up to the session's collection: the documents added since, as a delta
-    (sparse.py's Delta), or, past `rebuild_fraction` of changes (or for an index built before
+    (search/bm25.py's Delta), or, past `rebuild_fraction` of changes (or for an index built before
     deltas, or one ahead of the log), BM25 rebuilt over the live documents and saved."""
     c = s.collection
     built = index.manifest.get("collection_rows")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..embedders import Embedder
     from .corpus import DocStore
-    from .embedders import Embedder
 
 
 def corpus_manifest(docs: DocStore | None) -> dict[str, Any]:

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from .config import BM25Config
-from .errors import IndexMismatchError, MissingDependencyError
-from .persist import publish, read_manifest
-from .ranking import top_k
+from ..config import BM25Config
+from ..errors import IndexMismatchError, MissingDependencyError
+from ..store.persist import publish, read_manifest
+from .topk import top_k
 
 _WORD = re.compile(r"\w", re.UNICODE)
 
