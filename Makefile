@@ -49,6 +49,7 @@ lint: setup
 	$(BIN)/ruff check servers tests bench scripts
 	$(BIN)/mypy servers/retriever
 	$(BIN)/python scripts/import_cycles.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # the docs site (docs/, mkdocs.yml), offline; not --quiet: it hides warnings from --strict
 
 test: setup milvus-server infinity-venv lint
 	$(BIN)/python -m pytest -q -m "not milvus_server"

@@ -2,7 +2,7 @@
 `tools/list` as the stock fastmcp client receives it (the `tools` array, compact JSON), counted
 with OpenAI's o200k and cl100k tables (bpe-openai, offline). `--before REV` measures a commit's
 server too (a git worktree of it, imported in a subprocess) for the before/after table. Writes
-its section of bench/RESULTS.md and the README's table (between their markers).
+its section of bench/RESULTS.md and the table of docs/agent.md (between their markers).
 
     .venv/bin/python bench/agent_surface.py --before a2b1e21
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 from report import ROOT, write_section
 
-README = ROOT / "README.md"
+PROFILES_PAGE = ROOT / "docs" / "agent.md"
 
 # (label, profile, read_only, YAML overrides, ultrarag mode)
 CASES = [
@@ -111,7 +111,7 @@ def main() -> None:
             "`tools` array of `tools/list` as the stock fastmcp client receives it, compact JSON, tokens counted "
             "with bpe-openai's tables.\n\n" + table(rows))
     write_section("agent-surface", body)
-    write_section("agent-surface", table(rows), README)
+    write_section("agent-surface", table(rows), PROFILES_PAGE)
     print(table(rows))
 
 

@@ -207,10 +207,10 @@ def test_no_face_keeps_a_list_of_tools() -> None:
         assert quoted == [], f"{f.name} names tools {quoted}"
 
 
-def test_the_readme_tool_reference_is_the_registry_s() -> None:
-    from retriever.api.reference import README, markdown, section
+def test_the_docs_tool_reference_is_the_registry_s() -> None:
+    from retriever.api.reference import PAGE, markdown, section
 
-    assert section(README.read_text()) == markdown(), "run .venv/bin/python -m retriever.api.reference"
+    assert section(PAGE.read_text()) == markdown(), "run .venv/bin/python -m retriever.api.reference"
 
 
 def test_a_tool_left_out_is_named_not_an_internal_error(agent: Agent) -> None:

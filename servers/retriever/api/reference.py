@@ -1,6 +1,6 @@
-"""The README's tool reference, generated from the registry (api/registry.py):
+"""The tools reference of the docs site (docs/tools.md), generated from the registry (api/registry.py):
 `python -m retriever.api.reference` rewrites it between its markers; tests/test_agent.py fails
-when the README drifts from the registry. Parameters are not restated: each tool's input schema
+when the page drifts from the registry. Parameters are not restated: each tool's input schema
 (`tools/list`) describes them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from .registry import PROFILES, TOOLS, Tool
 
 BEGIN, END = "<!-- tools: begin -->", "<!-- tools: end -->"
-README = Path(__file__).resolve().parents[3] / "README.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "tools.md"
 
 
 def _effects(t: Tool) -> str:
@@ -34,15 +34,15 @@ def markdown() -> str:
     return "\n".join(rows)
 
 
-def section(readme: str) -> str:
-    return readme[readme.index(BEGIN) + len(BEGIN):readme.index(END)].strip()
+def section(page: str) -> str:
+    return page[page.index(BEGIN) + len(BEGIN):page.index(END)].strip()
 
 
-def write(path: Path = README) -> None:
+def write(path: Path = PAGE) -> None:
     text = path.read_text(encoding="utf-8")
     new = text[:text.index(BEGIN) + len(BEGIN)] + "\n" + markdown() + "\n" + text[text.index(END):]
     path.write_text(new, encoding="utf-8")
 
 
 if __name__ == "__main__":
-    write(Path(sys.argv[1]) if len(sys.argv) > 1 else README)
+    write(Path(sys.argv[1]) if len(sys.argv) > 1 else PAGE)
