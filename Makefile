@@ -44,11 +44,11 @@ $(MILVUS_VENV)/bin/milvus-server:
 
 milvus-server: $(MILVUS_VENV)/bin/milvus-server
 
-# ruff, mypy and the import-cycle check: part of `make test`
+# ruff, mypy and the layers (import-linter's contracts in pyproject.toml): part of `make test`
 lint: setup
 	$(BIN)/ruff check servers tests bench scripts
 	$(BIN)/mypy servers/retriever
-	$(BIN)/python scripts/import_cycles.py
+	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # the docs site (docs/, mkdocs.yml), offline; not --quiet: it hides warnings from --strict
 
 test: setup milvus-server infinity-venv lint

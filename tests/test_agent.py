@@ -183,7 +183,7 @@ def test_retriever_run_ingests_and_reads_neighbours(built_project: Path, tmp_pat
 def test_every_tool_is_reachable_where_the_registry_says(built_project: Path) -> None:
     """MCP lists each tool in each of its profiles (needs met); /tools serves every read-only tool
     that runs on the engine; the CLI command a tool names exists."""
-    from retriever.cli import parser
+    from retriever.main import parser
     from retriever.service.app import READ_TOOLS
     from test_schemas import engine, listing
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import SAMPLE
 from retriever.config import BM25Config
-from retriever.search.bm25 import BM25Index
+from retriever.indexes.bm25 import BM25Index
 
 BASE = [json.loads(line)["contents"] for line in SAMPLE.open()]
 ADDED = [

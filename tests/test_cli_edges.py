@@ -1,6 +1,6 @@
 """The command line as a new user meets it: errors that name the fix (the command to run, the
 flag that is wrong), no raw library errors, no model loaded for what needs none, help on every
-command, `--version`. In process (retriever.cli.main), so the suite stays fast."""
+command, `--version`. In process (retriever.main.main), so the suite stays fast."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write_project
-from retriever import cli
+from retriever import main as cli
 from retriever.mcp import server_version
 
 
@@ -24,12 +24,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Loading an embedding model fails the test."""
-    import retriever.engine.session
+    import retriever.session
 
     def refuse(cfg: object) -> None:
         raise AssertionError("an embedding model was loaded")
 
-    monkeypatch.setattr(retriever.engine.session, "build_embedder", refuse)
+    monkeypatch.setattr(retriever.session, "build_embedder", refuse)
 
 
 def test_a_set_typo_is_blamed_on_set(project: Path, capsys: pytest.CaptureFixture[str], no_model: None) -> None:

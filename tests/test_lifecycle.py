@@ -202,7 +202,7 @@ def test_a_crash_between_the_log_and_a_bm25_rebuild_rebuilds_at_start(tmp_path: 
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """rebuild_fraction 0 rebuilds on every change; the log is the commit point, so a rebuild
     that never reached the disk is made at the next start."""
-    from retriever.search.bm25 import BM25Index
+    from retriever.indexes.bm25 import BM25Index
 
     path = copy_built(built_project, tmp_path / "p")
     live = engine_for(path, {"backend_configs": {"bm25": {"rebuild_fraction": 0}}})

@@ -387,7 +387,7 @@ def test_read_consistency_is_validated(tmp_path: Path) -> None:
 
 def test_milvus_config_maps_ultrarag_keys_and_forbids_typos() -> None:
     from pydantic import ValidationError
-    from retriever.indexes.milvus_config import MilvusConfig
+    from retriever.config.milvus import MilvusConfig
 
     cfg = MilvusConfig(uri="x.db", text_field_name="body", id_max_length=64, index_chunk_size=10)
     assert cfg.fields() == MilvusFields(id="id", vector="vector", text="body", metadata="metadata", id_max_length=64)

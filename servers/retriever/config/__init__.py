@@ -27,8 +27,8 @@ from pydantic import (
 )
 
 from ..errors import ConfigError
-from ..indexes.milvus_config import MilvusConfig
 from .base import ResolvedPath, Section, none_as_empty
+from .milvus import MilvusConfig
 from .serving import (
     ChunkingConfig,
     DeployConfig,

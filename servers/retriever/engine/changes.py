@@ -17,11 +17,11 @@ import numpy as np
 from ..errors import NotYetSupportedError
 from ..filters import Filter
 from ..indexes import Change, View
+from ..session import Session, bm25_after
 from ..store.catalog import remember_corpus
 from ..store.collection import ChangeLog, Collection
 from ..store.manifests import corpus_manifest
 from ..types import Document
-from .session import Session, bm25_after
 
 Report = dict[str, Any]
 

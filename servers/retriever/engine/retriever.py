@@ -37,6 +37,7 @@ from ..search.results import as_queries, check_top_k, pick, search_groups
 from ..search.stages import apply, stages
 from ..security.guard import check_client_config, check_path
 from ..security.limits import chunked
+from ..session import Session, bm25_manifest, build_bm25, open_session
 from ..store.catalog import collection_names, describe, recorded_corpus, remember_corpus
 from ..store.collection import parse_documents
 from ..store.corpus import DocStore
@@ -46,7 +47,6 @@ from ..store.manifests import dense_manifest, runtime_record
 from ..store.persist import read_manifest
 from ..types import Hit
 from . import changes
-from .session import Session, bm25_manifest, build_bm25, open_session
 
 log = logging.getLogger(__name__)
 RowRankings = tuple[Sequence[np.ndarray], Sequence[np.ndarray]]  # per query: rows best first, scores
@@ -282,7 +282,7 @@ class Retriever:
     def ingest(self, source_id: str, text: str, metadata: dict[str, Any] | None = None,
                progress: bool = False) -> dict[str, Any]:
         """A document cut into chunks and added as `<source_id>:<n>` (documents/ingest.py)."""
-        from ..documents.ingest import ingest
+        from .ingest import ingest
 
         with self._writing("retriever_ingest") as s:
             self.session, report = ingest(s, source_id, text, metadata or {}, progress)

@@ -46,13 +46,12 @@ from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
+from ..config.milvus import NAME_PATTERN, MilvusFields  # noqa: F401  (re-exported)
 from ..errors import IndexMismatchError, InvalidInputError, RetrieverError
 from ..store.persist import atomic_write_text
 from .base import ANN_PARAMETERS
 from .milvus_client import (  # noqa: F401  (re-exported: the Milvus layer's public names)
-    NAME_PATTERN,
     MilvusError,
-    MilvusFields,
     MilvusLiteLockedError,
     MilvusVersionError,
     _display,

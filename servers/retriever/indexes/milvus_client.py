@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..config.milvus import NAME_PATTERN
 from ..errors import InvalidInputError, MissingDependencyError, RetrieverError
-
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_]{1,255}")
 
 
 class MilvusError(RetrieverError):
@@ -25,18 +23,6 @@ class MilvusLiteLockedError(MilvusError):
 
 class MilvusVersionError(MilvusError):
     """The Milvus server is too old for a feature this store needs."""
-
-
-@dataclass(frozen=True)
-class MilvusFields:
-    """Field names and VARCHAR limits of a collection's schema."""
-
-    id: str = "id"
-    vector: str = "vector"
-    text: str = "contents"
-    metadata: str = "metadata"
-    id_max_length: int = 256
-    text_max_length: int = 65535
 
 
 def validate_collection_name(name: str) -> str:

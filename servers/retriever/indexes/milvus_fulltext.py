@@ -77,7 +77,7 @@ class FullText:
 def full_text_of(cfg: BM25Config, sparse_field: str) -> FullText:
     """The analyzer and BM25 parameters `backend_configs.bm25` asks for, as Milvus takes them."""
     from ..errors import InvalidInputError
-    from ..search.bm25 import tokenizer_name
+    from .bm25 import tokenizer_name
 
     tokenizer = tokenizer_name(cfg)
     if tokenizer == "character":

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from ..compute import on_compute_thread
+from ..config.milvus import MilvusConfig
 from ..filters import Filter
 from ..types import Document, Hit
 from .base import Change
 from .milvus import MilvusStore
-from .milvus_config import MilvusConfig
 from .milvus_filters import to_milvus
 from .milvus_fulltext import FullText
 

@@ -32,7 +32,7 @@ from ..store.manifests import corpus_manifest
 from ..store.persist import atomic_write_text
 
 if TYPE_CHECKING:
-    from ..engine.session import Session
+    from ..session import Session
 
 log = logging.getLogger(__name__)
 

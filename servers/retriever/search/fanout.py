@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..config import HybridConfig
-from ..engine.session import Session, candidates
 from ..errors import CancelledWork, InvalidInputError, RetrieverError
+from ..session import Session, candidates
 from ..types import Hit
 from .fusion import rrf
 from .hybrid import RowRanking, fused_scale, source_of

@@ -12,8 +12,8 @@ import numpy as np
 
 from .. import compute
 from ..config import HybridConfig
-from ..engine.session import Allowed, Session
 from ..errors import IndexMissingError, NotYetSupportedError
+from ..session import Allowed, Session
 from .calibration import auto_vector_weight
 from .fusion import SCALERS
 from .hybrid import Fused, fused_rows, fused_scale

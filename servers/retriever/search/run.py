@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..engine.session import Allowed, Session, candidates
 from ..security.limits import chunked
+from ..session import Allowed, Session, candidates
 from ..types import Hit
 from .hybrid import Fused, fused_rows, fused_scale
 from .rankers import Ranker

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from .. import compute
 from ..config import HybridConfig
 from ..embedders import Embedder
-from ..engine.session import Session
 from ..filters import Filter
 from ..indexes import View
 from ..security.limits import chunked
+from ..session import Session
 from ..types import Hit
 from .fusion import SCALERS
 from .hybrid import fused_hits, fused_scale

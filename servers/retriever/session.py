@@ -10,18 +10,18 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Config
-from ..documents.chunks import chunked_corpus
-from ..embedders import Embedder, build_embedder
-from ..errors import IndexMismatchError
-from ..filters import Filter
-from ..filters import parse as parse_filter
-from ..indexes import IndexBackend, VectorIndex, View, backend_for
-from ..search.bm25 import BM25Index
-from ..store.collection import ChangeLog, Collection
-from ..store.corpus import DocStore
-from ..store.manifests import corpus_manifest
-from ..store.persist import check_manifest
+from .config import Config
+from .documents.chunks import chunked_corpus
+from .embedders import Embedder, build_embedder
+from .errors import IndexMismatchError
+from .filters import Filter
+from .filters import parse as parse_filter
+from .indexes import IndexBackend, VectorIndex, View, backend_for
+from .indexes.bm25 import BM25Index
+from .store.collection import ChangeLog, Collection
+from .store.corpus import DocStore
+from .store.manifests import corpus_manifest
+from .store.persist import check_manifest
 
 log = logging.getLogger(__name__)
 Allowed = tuple[np.ndarray | None, Filter | None]  # the candidates: a mask over rows (None: all), the filter

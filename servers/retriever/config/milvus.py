@@ -1,16 +1,32 @@
 """The typed `index_backend_configs.milvus` section (UltraRAG's keys plus `metadata_field_name`).
 
-Kept apart from config.py so the Milvus layer can be imported and tested on its own; config.py
-imports `MilvusConfig` from here.
+Kept apart from config/__init__.py, which imports `MilvusConfig` from here; the Milvus layer
+(indexes/milvus*.py) reads its names and fields from here.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .milvus_client import NAME_PATTERN, MilvusFields
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_]{1,255}")  # a collection's name
+
+
+@dataclass(frozen=True)
+class MilvusFields:
+    """Field names and VARCHAR limits of a collection's schema."""
+
+    id: str = "id"
+    vector: str = "vector"
+    text: str = "contents"
+    metadata: str = "metadata"
+    id_max_length: int = 256
+    text_max_length: int = 65535
+
+
 
 
 class _Model(BaseModel):

@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import changes
-from ..engine.session import Session
+from ..documents.split import chunk_records, chunks_of
 from ..errors import InvalidInputError
 from ..filters import parse as parse_filter
 from ..security.limits import check_count
+from ..session import Session
 from ..store.collection import parse_documents
-from .split import chunk_records, chunks_of
+from . import changes
 
 
 def ingest(s: Session, source_id: str, text: str, metadata: dict[str, Any],
