@@ -1,7 +1,7 @@
 """The package's layout, drawn from the real folders: the layers that import-linter enforces
 (pyproject.toml, `[tool.importlinter]`), then the tree of servers/retriever in that order, each
 module with its docstring's first sentence (cut at a clause near 110 characters), written into
-docs/layout.md between its markers. tests/test_layout_doc.py fails when the page drifts.
+docs/layout.md between its markers. tests/test_docs.py fails when the page drifts.
 
     .venv/bin/python scripts/layout.py           # rewrite docs/layout.md
     .venv/bin/python scripts/layout.py --check   # exit 1 if it is stale

@@ -1,9 +1,12 @@
-"""docs/layout.md is drawn from the real folders (scripts/layout.py): it fails when a module is
-added, moved, removed or redescribed, or the import layers change, without the page following."""
+"""The docs: docs/layout.md is drawn from the real folders (scripts/layout.py), so a test fails when
+a module is added, moved, removed or redescribed, or the import layers change, without the page
+following; the README stays short and its links lead to pages that exist. (The tools reference's
+drift test is in tests/test_agent.py; `mkdocs build --strict` runs in `make lint`.)"""
 
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -59,3 +62,14 @@ def test_a_stale_page_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     script.write(stale)
     assert script.section(stale.read_text()) == script.markdown()
     assert "fusion.py" in stale.read_text()
+
+
+def test_the_readme_is_short_and_its_links_lead_somewhere() -> None:
+    """The README is what a newcomer needs (under 200 lines); the rest is in docs/, and each of its
+    relative links names a file that exists."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) < 200
+    targets = re.findall(r"\]\(([^)#\s]+)\)", readme)
+    assert "docs/tools.md" in targets and "docs/layout.md" in targets
+    missing = [t for t in targets if "://" not in t and not (ROOT / t).is_file()]
+    assert missing == []
