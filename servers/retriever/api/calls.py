@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError
-from ..search import deployed
+from ..search import deployed, rerank
 from . import llm_calls
 from .hits import FUSION, HITS, SEARCHED, depth, shape
 from .models import (
@@ -154,7 +154,10 @@ def filter_warnings(engine: Retriever, collection: str | None, filters: dict[str
 
 def search(engine: Retriever, r: SearchRequest | BM25SearchRequest) -> Payload:
     if r.llm_rerank is None:
-        return hits_reply(engine, r, HITS[type(r)](engine, r))
+        with rerank.collecting() as failed:  # the YAML's cross-encoder stage (search/rerank.py)
+            hits = HITS[type(r)](engine, r)
+        out = hits_reply(engine, r, hits)
+        return {**out, "warnings": [*out.get("warnings", []), *failed]} if failed else out
     k = depth(engine, r)
     hits, extra = llm_calls.reranked(engine, r, lambda deep: HITS[type(r)](engine, r.model_copy(
         update={"top_k": deep, "offset": 0})), k)

@@ -29,6 +29,7 @@ from pydantic import (
 from ..errors import ConfigError
 from .base import ResolvedPath, Section, none_as_empty
 from .milvus import MilvusConfig
+from .ranking import RerankConfig, SparseConfig
 from .serving import (
     ChunkingConfig,
     DeployConfig,
@@ -246,6 +247,9 @@ class Config(Section):
     remote: Annotated[RemoteConfig, BeforeValidator(none_as_empty)] = RemoteConfig()
     llm: Annotated[LLMConfig, BeforeValidator(none_as_empty)] = LLMConfig()
     tools: Annotated[ToolsConfig, BeforeValidator(none_as_empty)] = ToolsConfig()
+    # a cross-encoder stage on every search; a learned-sparse retriever (config/ranking.py)
+    rerank: Annotated[RerankConfig, BeforeValidator(none_as_empty)] = RerankConfig()
+    sparse: Annotated[SparseConfig, BeforeValidator(none_as_empty)] = SparseConfig()
     # UltraRAG's client fills `path` (the server's launcher) into a server's parameter file; kept, unused
     path: str | None = None
 
@@ -271,7 +275,7 @@ class Config(Section):
         """Dotted keys of the settings that say where requests go, or the credentials they carry."""
         keys = {"backend_configs.openai.base_url", "backend_configs.openai.api_key", "backend_configs.infinity.url",
                 "backend_configs.infinity.api_key", "index_backend_configs.milvus.token", "retriever_url",
-                "remote.token", "remote.token_env", "llm.base_url", "llm.api_key"}
+                "remote.token", "remote.token_env", "llm.base_url", "llm.api_key", "rerank.url", "rerank.api_key"}
         keys |= {f"websearch_backend_configs.{p}.{k}" for p in ("exa", "tavily", "zhipuai") for k in ("api_key", "base_url")}
         if "://" in self.index_backend_configs.milvus.uri:  # a server; a path is Milvus Lite's file
             keys.add("index_backend_configs.milvus.uri")
@@ -283,7 +287,8 @@ class Config(Section):
                "collections_path": self.collections_path, "backend_configs.bm25.save_path": self.backend_configs.bm25.save_path,
                "index_backend_configs.faiss.index_path": self.index_backend_configs.faiss.index_path,
                "security.http.tokens_file": self.security.http.tokens_file,
-               "backend_configs.sentence_transformers.cache_dir": self.backend_configs.sentence_transformers.cache_dir}
+               "backend_configs.sentence_transformers.cache_dir": self.backend_configs.sentence_transformers.cache_dir,
+               "sparse.save_path": self.sparse.save_path}
         if "://" not in self.index_backend_configs.milvus.uri:
             out["index_backend_configs.milvus.uri"] = Path(self.index_backend_configs.milvus.uri)
         return {k: v for k, v in out.items() if v is not None}

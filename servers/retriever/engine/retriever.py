@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..filters import parse as parse_filter
 from ..indexes import View, backend_for, check_backend
-from ..search import BM25, KINDS, Dense, Hybrid, Ranker, run, stored
+from ..search import BM25, KINDS, Dense, Hybrid, Ranker, learned_sparse, rerank, run, stored
 from ..search.fanout import fanout
 from ..search.hybrid import hybrid_options
 from ..search.rankers import text_only
@@ -218,8 +218,11 @@ class Retriever:
         """Hits straight from an index backend that holds the documents (Milvus demo mode)."""
         vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
         f = None if filters is None else parse_filter(filters)
-        found = s.backend.hits(View(s.config, s.collection, embedder), s.dense, vectors, top_k, f, ann)
-        return apply(found, stages(Dense().scale(s) if scale_score else None, threshold))
+        reranking = rerank.plan(s.config.rerank, s.config.is_multimodal)  # the cross-encoder stage (search/rerank.py)
+        depth = top_k if reranking is None else reranking.retrieve(top_k)
+        found = s.backend.hits(View(s.config, s.collection, embedder), s.dense, vectors, depth, f, ann)
+        found = rerank.after(reranking, queries, found, top_k)
+        return apply(found, stages(Dense().scale(s) if scale_score and reranking is None else None, threshold))
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None, score_threshold: float | None = None,
@@ -264,6 +267,24 @@ class Retriever:
             f = None if filters is None else parse_filter(filters)
             return stored.bm25(s, as_queries(query_list), self._k(s, top_k), f, scale_score, score_threshold)
         return run.search(s, BM25(), as_queries(query_list), self._k(s, top_k), filters, scale_score, score_threshold)
+
+    # ---- learned sparse (search/learned_sparse.py) ---------------------------------------------
+
+    def sparse_index(self, overwrite: bool | None = None) -> dict[str, Any]:
+        """Encode the live documents with the YAML's sparse model into the inverted index."""
+        with self._writing("sparse_index") as s:
+            text_only(s, "sparse_index")
+            if s.backend.holds_documents:
+                raise NotYetSupportedError("sparse_index needs a corpus here, not documents kept in Milvus only")
+            return learned_sparse.build(s, pick(overwrite, s.config.overwrite))
+
+    def sparse_search(self, query_list: str | Sequence[str], top_k: int | None = None,
+                      score_threshold: float | None = None, scale_score: bool = False,
+                      filters: dict[str, Any] | None = None, collection_name: str | None = None) -> list[list[Hit]]:
+        """Learned-sparse search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
+        s = self.searched("sparse_search", collection_name)
+        return run.search(s, learned_sparse.Sparse(), as_queries(query_list), self._k(s, top_k), filters, scale_score,
+                          score_threshold)
 
     # ---- documents: add (upsert) and delete ----------------------------------------------------
 
@@ -406,7 +427,7 @@ def _kind(s: Session, mode: str, h: HybridConfig, query_instruction: str | None)
     """The retriever kind `mode` names (search/rankers.py), checked against the session."""
     if mode not in KINDS:
         raise InvalidInputError(f"mode must be one of {sorted(KINDS)}, got {mode!r}")
-    if mode != "bm25" and s.embedder is None:
+    if mode not in ("bm25", "sparse") and s.embedder is None:
         raise NotYetSupportedError(f"mode {mode!r}: backend is 'bm25', which has no embedder; use mode 'bm25'")
     return KINDS[mode](h, query_instruction)
 

@@ -17,6 +17,7 @@ from ..config import HybridConfig
 from ..errors import CancelledWork, InvalidInputError, RetrieverError
 from ..session import Session, candidates
 from ..types import Hit
+from . import rerank
 from .fusion import rrf
 from .hybrid import RowRanking, fused_scale, source_of
 from .rankers import KINDS
@@ -51,8 +52,13 @@ def fanout(session_of: Callable[[str], Session], queries: list[str], collections
     if not answered:
         raise InvalidInputError("every collection failed: " + "; ".join(f"{n}: {m}" for n, m in errors.items()))
     sessions = {name: cs for name, (cs, _) in answered.items()}
-    hits = [_fused_hits(sessions, {name: ranked[i] for name, (_, ranked) in answered.items()}, h.rrf_k, k)
+    first = next(iter(sessions.values())).config
+    reranking = rerank.plan(first.rerank, first.is_multimodal)  # the cross-encoder stage (rerank.py)
+    top = k if reranking is None else reranking.retrieve(k)
+    hits = [_fused_hits(sessions, {name: ranked[i] for name, (_, ranked) in answered.items()}, h.rrf_k, top)
             for i in range(len(queries))]
+    if reranking is not None:
+        hits, chain = reranking.apply(queries, hits, k), stages(None, score_threshold)
     return apply(hits, chain), errors
 
 

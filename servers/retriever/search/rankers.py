@@ -14,6 +14,7 @@ from .. import compute
 from ..config import HybridConfig
 from ..errors import IndexMissingError, NotYetSupportedError
 from ..session import Allowed, Session
+from . import learned_sparse
 from .calibration import auto_vector_weight
 from .fusion import SCALERS
 from .hybrid import Fused, fused_rows, fused_scale
@@ -121,7 +122,13 @@ class Hybrid:
         b_rows, b_scores = BM25().rows(s, queries, h.candidate_depth, allowed)
         d_rows, d_scores = dense.result()
         scales = self._scales(s, queries, d_scores)
-        return [fused_rows(s.collection, {"dense": (d_rows[i], d_scores[i]), "bm25": (b_rows[i], b_scores[i])},
+        lists = {"dense": list(zip(d_rows, d_scores)), "bm25": list(zip(b_rows, b_scores))}
+        # the learned-sparse list beside them or in BM25's place (sparse.hybrid; learned_sparse.py)
+        lists, weights = learned_sparse.hybrid_lists(s, queries, h.candidate_depth, allowed, lists, weights)
+        if "sparse" in lists and h.fusion == "adaptive":  # over each query's best sparse score
+            for scale, (_, found) in zip(scales, lists["sparse"]):
+                scale["sparse"] = max(float(found[0]), 1e-12) if len(found) else 1.0
+        return [fused_rows(s.collection, {name: ranked[i] for name, ranked in lists.items()},
                            h.fusion, weights, h.rrf_k, depth, scales[i]) for i in range(len(queries))]
 
     def _scales(self, s: Session, queries: list[str], d_scores: Sequence[np.ndarray]) -> list[dict[str, float]]:
@@ -157,5 +164,6 @@ KINDS: dict[str, Callable[[HybridConfig, str | None], Ranker]] = {
     "hybrid": lambda h, instruction: Hybrid(h, instruction),
     "dense": lambda h, instruction: Dense(instruction),
     "bm25": lambda h, instruction: BM25(),
+    "sparse": lambda h, instruction: learned_sparse.Sparse(),
 }
 MODES = tuple(KINDS)

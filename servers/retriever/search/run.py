@@ -9,9 +9,10 @@ from typing import Any
 from ..security.limits import chunked
 from ..session import Allowed, Session, candidates
 from ..types import Hit
+from . import rerank
 from .hybrid import Fused, fused_rows, fused_scale
 from .rankers import Ranker
-from .results import build_hits, search_groups
+from .results import as_groups, build_hits, search_groups
 from .stages import Hits, apply, stages
 
 
@@ -26,12 +27,16 @@ def search(s: Session, ranker: Ranker, queries: list[str], k: int, filters: dict
            scale_score: bool = False, score_threshold: float | None = None) -> Hits:
     """Per query, its top `k` hits from `ranker` among the documents `filters` leaves."""
     allowed = candidates(s, filters)
-    chain = stages(ranker.scale(s) if scale_score else None, score_threshold)
+    reranking = rerank.plan(s.config.rerank, s.config.is_multimodal)  # the cross-encoder stage (rerank.py)
+    depth = k if reranking is None else reranking.retrieve(k)
+    # reranked scores are the cross-encoder's own: scale_score leaves them as they are
+    chain = stages(ranker.scale(s) if scale_score and reranking is None else None, score_threshold)
 
     def one(chunk: list[str]) -> Hits:
-        return apply(hits_of(s, ranker.rank(s, chunk, k, allowed)), chain)
+        hits = hits_of(s, ranker.rank(s, chunk, depth, allowed))
+        return apply(hits if reranking is None else reranking.apply(chunk, hits, k), chain)
 
-    return chunked(one, queries, s.config.limits, ranker.depth(k))
+    return chunked(one, queries, s.config.limits, ranker.depth(depth))
 
 
 def rankings(s: Session, ranker: Ranker, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
@@ -49,8 +54,13 @@ def multi_query(s: Session, ranker: Ranker, question_list: Any, k: int, depth: i
     def ranked(queries: list[str]) -> list[Fused]:
         return rankings(s, ranker, queries, depth, allowed)
 
-    fused = [fused_rows(s.collection, {str(i): (r[0], r[1]) for i, r in enumerate(group)}, "rrf", None, rrf_k, k)
+    reranking = rerank.plan(s.config.rerank, s.config.is_multimodal)  # against each question's first phrasing
+    top = k if reranking is None else reranking.retrieve(k)
+    fused = [fused_rows(s.collection, {str(i): (r[0], r[1]) for i, r in enumerate(group)}, "rrf", None, rrf_k, top)
              for group in search_groups(ranked, question_list, "question_list")]
     # equal weights summing to 1, whatever the number of phrasings
-    chain = stages(fused_scale("rrf", [1.0], rrf_k) if scale_score else None, score_threshold)
-    return apply(hits_of(s, fused), chain)
+    chain = stages(fused_scale("rrf", [1.0], rrf_k) if scale_score and reranking is None else None, score_threshold)
+    hits = hits_of(s, fused)
+    if reranking is not None:
+        hits = reranking.apply([g[0] for g in as_groups(question_list, "question_list")], hits, k)
+    return apply(hits, chain)

@@ -25,6 +25,7 @@ from ..indexes import View
 from ..security.limits import chunked
 from ..session import Session
 from ..types import Hit
+from . import rerank
 from .fusion import SCALERS
 from .hybrid import fused_hits, fused_scale
 from .rankers import text_only
@@ -38,8 +39,11 @@ def bm25(s: Session, queries: list[str], k: int, f: Filter | None, scale_score: 
          threshold: float | None) -> Hits:
     """BM25 hits ranked by the backend, `k` per query."""
     text_only(s, "BM25 search")
-    chain = stages(SCALERS["bm25"] if scale_score else None, threshold)
-    return chunked(lambda qs: apply(s.backend.text_hits(s.dense, qs, k, f), chain), queries, s.config.limits, k)
+    reranking = rerank.plan(s.config.rerank)  # the cross-encoder stage (rerank.py): scores its own, unscaled
+    depth = k if reranking is None else reranking.retrieve(k)
+    chain = stages(SCALERS["bm25"] if scale_score and reranking is None else None, threshold)
+    return chunked(lambda qs: apply(rerank.after(reranking, qs, s.backend.text_hits(s.dense, qs, depth, f), k),
+                                    chain), queries, s.config.limits, depth)
 
 
 def weights(h: HybridConfig) -> list[float]:
@@ -53,7 +57,9 @@ def hybrid(s: Session, embedder: Embedder, h: HybridConfig, query_instruction: s
     """Dense and BM25 hits from the backend, each `candidate_depth` deep, fused per query."""
     text_only(s, "hybrid search")
     w = weights(h)
-    chain = stages(fused_scale(h.fusion, w, h.rrf_k) if scale_score else None, threshold)
+    reranking = rerank.plan(s.config.rerank)  # the cross-encoder stage (rerank.py): scores its own, unscaled
+    top = k if reranking is None else reranking.retrieve(k)
+    chain = stages(fused_scale(h.fusion, w, h.rrf_k) if scale_score and reranking is None else None, threshold)
     normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
 
     def one(chunk: list[str]) -> Hits:
@@ -61,11 +67,11 @@ def hybrid(s: Session, embedder: Embedder, h: HybridConfig, query_instruction: s
         view = View(s.config, s.collection, embedder)
         dense = compute.submit(s.backend.hits, view, s.dense, vectors, h.candidate_depth, f, ann)
         text = s.backend.text_hits(s.dense, chunk, h.candidate_depth, f)
-        fused = [fused_hits({"dense": d, "bm25": b}, h.fusion, w, h.rrf_k, k, _scales(h, d, b, normalized))
+        fused = [fused_hits({"dense": d, "bm25": b}, h.fusion, w, h.rrf_k, top, _scales(h, d, b, normalized))
                  for d, b in zip(dense.result(), text)]
-        return apply(fused, chain)
+        return apply(rerank.after(reranking, chunk, fused, k), chain)
 
-    return chunked(one, queries, s.config.limits, max(k, h.candidate_depth))
+    return chunked(one, queries, s.config.limits, max(top, h.candidate_depth))
 
 
 def _scales(h: HybridConfig, dense: Sequence[Hit], text: Sequence[Hit], normalized: bool) -> dict[str, float]:

