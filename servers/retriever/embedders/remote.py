@@ -1,8 +1,9 @@
 """Embeddings from a server with an OpenAI-compatible `/embeddings` endpoint (OpenAI, vLLM,
 Ollama, Infinity), through the `openai` client library.
 
-Texts go in batches of `batch_size`, up to `concurrency` requests at once. The client retries
-connection errors, timeouts, 429 and 5xx with exponential backoff and jitter (`max_retries`);
+Texts go in batches of `batch_size`, up to `concurrency` requests at once. Connection errors,
+timeouts, 408, 409, 429 and 5xx are retried by the house's policy (retry.py: `max_retries`,
+backoff with jitter, the server's Retry-After first; the openai client's own retries are off);
 a request that still fails fails the whole call with an error naming the server and the status.
 Every answer is checked: one vector per text, in order, each of the dimension the first
 request (the probe at start-up) returned. The API key is never logged or put in an error.
@@ -25,6 +26,7 @@ import numpy as np
 
 from ..config import Config
 from ..errors import EmbeddingServerError, MissingDependencyError, NotYetSupportedError
+from ..retry import Retryable, RetryPolicy, retried_status
 from ..security.redaction import detail, redact
 from .base import model_id_for, with_instruction
 
@@ -91,9 +93,9 @@ class ServerEmbedder:
         self._s = settings
         self._openai = openai
         self._client = openai.OpenAI(
-            base_url=settings.base_url, api_key=settings.api_key, timeout=settings.timeout,
-            max_retries=settings.max_retries,
+            base_url=settings.base_url, api_key=settings.api_key, timeout=settings.timeout, max_retries=0,
         )
+        self._policy = RetryPolicy(settings.max_retries, base_delay=0.5, max_delay=8.0)  # the openai client's
         self.model_id = model_id_for(settings.model)
         self.runtime = f"{cfg.backend} server"
         self.runtime_reason = f"backend: {cfg.backend}"
@@ -133,19 +135,32 @@ class ServerEmbedder:
         return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
 
     def _request(self, texts: list[str], modality: str = "text") -> np.ndarray:
+        try:
+            reply = self._policy.retrying(self._note)(self._create, texts, modality)
+        except Retryable as e:  # still failing after every retry
+            raise self._error(str(e)) from None
+        return self._check(texts, reply.data)
+
+    def _create(self, texts: list[str], modality: str) -> Any:
+        """One request: the reply; Retryable for a failure a retry may fix, else EmbeddingServerError."""
         o = self._openai
         extra = {"modality": modality} if modality != "text" else None
         try:
-            reply = self._client.embeddings.create(model=self._s.model, input=texts, encoding_format="float",
-                                                   extra_body=extra)
+            return self._client.embeddings.create(model=self._s.model, input=texts, encoding_format="float",
+                                                  extra_body=extra)
         except o.APIStatusError as e:
-            retried = e.status_code in (408, 409, 429) or e.status_code >= 500  # what the client retries
-            raise self._error(f"answered HTTP {e.status_code}: {_body(e.response, self._s.api_key)}", retried) from None
+            what = f"answered HTTP {e.status_code}: {_body(e.response, self._s.api_key)}"
+            if not retried_status(e.status_code):
+                raise self._error(what, retried=False) from None
+            raise Retryable(what, e.response.headers.get("retry-after")) from None
         except o.APITimeoutError:
-            raise self._error(f"did not answer within {self._s.timeout:g} s") from None
+            raise Retryable(f"did not answer within {self._s.timeout:g} s") from None
         except o.APIConnectionError as e:
-            raise self._error(f"could not be reached ({type(e.__cause__ or e).__name__})") from None
-        return self._check(texts, reply.data)
+            raise Retryable(f"could not be reached ({type(e.__cause__ or e).__name__})") from None
+
+    def _note(self, retry: int, wait: float, e: Retryable) -> None:
+        log.warning("embedding server %s: %s; retry %d/%d in %.2f s", self._s.base_url, e, retry,
+                    self._s.max_retries, wait)
 
     def _check(self, texts: list[str], data: list[Any]) -> np.ndarray:
         if len(data) != len(texts):

@@ -1,7 +1,8 @@
 """A chat-completions client that asks for JSON and says plainly why an answer is unusable.
 
-One request per prompt through the `openai` library (retries with backoff on connection errors,
-timeouts, 429 and 5xx: `llm.max_retries`), up to `llm.concurrency` at once. An answer is a JSON
+One request per prompt through the `openai` library, retried by the house's policy (retry.py:
+connection errors, timeouts, 408, 409, 429 and 5xx, `llm.max_retries`; the openai client's own
+retries are off), up to `llm.concurrency` at once. An answer is a JSON
 object or an `LLMError` naming the server, the model and what went wrong; the key never appears.
 
 MCP sampling (asking the calling client's model) is not offered: fastmcp 4.1.2 removed it from the
@@ -19,6 +20,7 @@ from typing import Any
 
 from ..config.serving import LLMConfig
 from ..errors import CancelledWork, ConfigError, LLMError, MissingDependencyError
+from ..retry import Retryable, RetryPolicy, retried_status
 from ..security.limits import CANCEL, Budget
 from ..security.redaction import detail, redact
 
@@ -47,27 +49,19 @@ class ChatClient:
         self._key = configured.strip() or from_env.strip() or NO_KEY
         self._openai = openai
         self._client = openai.OpenAI(base_url=cfg.base_url.rstrip("/"), api_key=self._key, timeout=cfg.timeout,
-                                     max_retries=cfg.max_retries)
+                                     max_retries=0)
+        self._policy = RetryPolicy(cfg.max_retries, base_delay=0.5, max_delay=8.0)  # the openai client's
 
     def ask(self, prompt: str) -> Any:
         """The model's answer to `prompt`, parsed from JSON."""
-        o, c = self._openai, self.cfg
         if self.cancel is not None and self.cancel.is_set():
             raise CancelledWork("cancelled by the caller; no further LLM request sent")
         if self.budget is not None:
             self.budget.take()
-        extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if c.json_mode else {}
         try:
-            reply = self._client.chat.completions.create(
-                model=c.model, messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
-                temperature=c.temperature, max_tokens=c.max_tokens, **extra)
-        except o.APIStatusError as e:
-            retried = e.status_code in (408, 409, 429) or e.status_code >= 500  # what the client retries
-            raise self._error(f"answered HTTP {e.status_code}: {self._detail(e.response)}", retried) from None
-        except o.APITimeoutError:
-            raise self._error(f"did not answer within {c.timeout:g} s", True) from None
-        except o.APIConnectionError as e:
-            raise self._error(f"could not be reached ({type(e.__cause__ or e).__name__})", True) from None
+            reply = self._policy.retrying()(self._create, prompt)
+        except Retryable as e:  # still failing after every retry
+            raise self._error(str(e), True) from None
         if not reply.choices:
             raise self._error("answered with no choices")
         message = reply.choices[0].message
@@ -80,6 +74,24 @@ class ChatClient:
             return json.loads(text)
         except json.JSONDecodeError:
             raise self._error(f"answered malformed JSON: {detail(text, [self._secret], 200) or '(empty)'}") from None
+
+    def _create(self, prompt: str) -> Any:
+        """One request: the reply; Retryable for a failure a retry may fix, else LLMError."""
+        o, c = self._openai, self.cfg
+        extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if c.json_mode else {}
+        try:
+            return self._client.chat.completions.create(
+                model=c.model, messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
+                temperature=c.temperature, max_tokens=c.max_tokens, **extra)
+        except o.APIStatusError as e:
+            what = f"answered HTTP {e.status_code}: {self._detail(e.response)}"
+            if not retried_status(e.status_code):
+                raise self._error(what) from None
+            raise Retryable(what, e.response.headers.get("retry-after")) from None
+        except o.APITimeoutError:
+            raise Retryable(f"did not answer within {c.timeout:g} s") from None
+        except o.APIConnectionError as e:
+            raise Retryable(f"could not be reached ({type(e.__cause__ or e).__name__})") from None
 
     def ask_all(self, prompts: Sequence[str]) -> list[Any | LLMError]:
         """Every prompt's answer, or its error, in order; `llm.concurrency` requests at a time."""

@@ -1,6 +1,6 @@
 """The client of a deployed retriever (`retriever deploy`, or UltraRAG's own deploy script):
-`POST <retriever_url>/search` with UltraRAG's request shape plus ours, retried on connection
-errors, 429 and 5xx with backoff (the server's Retry-After first). The bearer token comes from
+`POST <retriever_url>/search` with UltraRAG's request shape plus ours, retried by the house's
+policy (retry.py: connection errors, 408, 409, 429 and 5xx, the server's Retry-After first). The bearer token comes from
 the YAML's `remote.token` or the environment (`remote.token_env`), is sent only to the YAML's
 `retriever_url`, and never appears in a log or an error."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -16,12 +15,11 @@ import httpx
 
 from ..config import Config
 from ..errors import ConfigError, ForbiddenError, RemoteError
-from ..retry import RetryPolicy
+from ..retry import Retryable, RetryPolicy, retried_status
 from ..security.guard import FROM_CLIENT
 from ..security.redaction import detail
 
 log = logging.getLogger(__name__)
-RETRIED = (429, 500, 502, 503, 504)
 
 
 def search_url(retriever_url: str) -> str:
@@ -61,32 +59,36 @@ def deploy_search(cfg: Config, url: str, payload: dict[str, Any]) -> dict[str, A
     secret = token(cfg, url)
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
     policy = RetryPolicy(cfg.remote.max_retries, base_delay=0.5, max_delay=10.0)
+
+    def note(retry: int, wait: float, e: Retryable) -> None:
+        log.warning("retriever_deploy_search: %s: %s; retry %d/%d in %.2f s", url, e, retry, policy.max_retries, wait)
+
+    retrying = policy.retrying(note)
     with httpx.Client(timeout=cfg.remote.timeout, headers=headers) as client:
-        retry = 0
-        while True:
-            try:
-                response = client.post(url, json=payload)
-                failure, wait_hint = _failure(response, secret), response.headers.get("retry-after")
-                retried = response.status_code in RETRIED
-            except httpx.TransportError as e:
-                failure, wait_hint, retried = f"cannot reach it ({type(e).__name__}: {detail(str(e), [secret])})", \
-                    None, True
-            if failure is None:
-                return _checked(url, response)
-            if not retried or retry == cfg.remote.max_retries:
-                tries = f" (after {retry} retries)" if retry else ""
-                raise RemoteError(f"retriever_deploy_search: {url}: {failure}{tries}")
-            wait = policy.after(retry, wait_hint)
-            retry += 1
-            log.warning("retriever_deploy_search: %s: %s; retry %d/%d in %.2f s", url, failure, retry,
-                        cfg.remote.max_retries, wait)
-            time.sleep(wait)
+        try:
+            return _checked(url, retrying(_post, client, url, payload, secret))
+        except (Retryable, _Refused) as e:
+            retries = retrying.statistics["attempt_number"] - 1
+            tries = f" (after {retries} retries)" if retries else ""
+            raise RemoteError(f"retriever_deploy_search: {url}: {e}{tries}") from None
 
 
-def _failure(response: httpx.Response, secret: str | None) -> str | None:
+class _Refused(Exception):
+    """A status a retry would not change (400, 401, 404...)."""
+
+
+def _post(client: httpx.Client, url: str, payload: dict[str, Any], secret: str | None) -> httpx.Response:
+    """One request: the 200 reply; else Retryable (a connection error, a retried status) or _Refused."""
+    try:
+        response = client.post(url, json=payload)
+    except httpx.TransportError as e:
+        raise Retryable(f"cannot reach it ({type(e).__name__}: {detail(str(e), [secret])})") from None
     if response.status_code == 200:
-        return None
-    return f"answered {response.status_code}: {detail(response.text, [secret])}"
+        return response
+    failure = f"answered {response.status_code}: {detail(response.text, [secret])}"
+    if retried_status(response.status_code):
+        raise Retryable(failure, response.headers.get("retry-after"))
+    raise _Refused(failure)
 
 
 def _checked(url: str, response: httpx.Response) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HTTPRequest
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from ..api.models import DeploySearchRequest, Request, argument_problems, unreadable_json
@@ -195,7 +195,8 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
         return JSONResponse({key: status.get(key) for key in READY_KEYS})
 
     async def metrics(http: HTTPRequest) -> Response:
-        return PlainTextResponse(service.metrics.text(), media_type="text/plain; version=0.0.4")
+        body, content_type = service.metrics.exposition(http.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     async def spec(http: HTTPRequest) -> Response:
         return JSONResponse(openapi(list(READ_TOOLS.items())))

@@ -110,7 +110,7 @@ class Batcher:
         of queries) if it has; True if it was taken off the queue."""
         job.future.cancel()
         job.cancel.set()
-        self.metrics.dropped.inc(reason=reason)
+        self.metrics.dropped.labels(reason=reason).inc()
         for queue in (self._jobs, self._pieces):
             if job in queue:
                 queue.remove(job)

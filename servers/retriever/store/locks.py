@@ -1,15 +1,15 @@
 """One writer at a time per collection, across processes: an advisory lock file beside the
-collection's change log (`fcntl.flock`, released by the kernel when the process dies, so a
-crashed writer never leaves a stale lock)."""
+collection's change log, held with `filelock` (`fcntl.flock` underneath, released by the kernel
+when the process dies, so a crashed writer never leaves a stale lock). One lock object per
+holding, so a second holder in the same process (another thread, a nested call) waits too."""
 
 from __future__ import annotations
 
-import fcntl
-import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from ..errors import BusyError
 
@@ -25,21 +25,14 @@ def collection_lock(log_folder: Path, wait: float = WAIT_SECONDS) -> Iterator[No
     """Hold the collection's write lock; wait up to `wait` seconds for another writer, then fail."""
     path = lock_path(log_folder)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    # No soft-lock fallback where flock is missing: a soft lock outlives a crashed writer.
+    lock = FileLock(path, timeout=wait, mode=0o644, thread_local=False, poll_interval=0.05, fallback_to_soft=False)
     try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise BusyError(f"another process is writing to this collection (lock {path}); "
-                                    f"retry when it has finished") from None
-                time.sleep(0.05)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        lock.acquire()
+    except Timeout:
+        raise BusyError(f"another process is writing to this collection (lock {path}); "
+                        f"retry when it has finished") from None
+    try:
+        yield
     finally:
-        os.close(fd)
+        lock.release()

@@ -1,8 +1,8 @@
 """What every web search provider shares: the Protocol, the hit and result values, the errors a
-provider raises, and the runner (bounded concurrency, retries with exponential backoff).
+provider raises, and the runner (bounded concurrency, retries by the house's policy: retry.py).
 
 A provider turns one query into hits or raises one of three errors:
-- `TransientError` (timeout, 429, 5xx, connection lost): retried with backoff;
+- `TransientError` (timeout, 408, 409, 429, 5xx, connection lost): retried with backoff;
 - `QueryError` (any other refusal, a malformed response): that query fails, not retried;
 - `WebsearchAuthError` (missing or rejected key): the whole call fails.
 A query that still fails after its retries gets an empty hit list and an error that says why;
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import LimitError, RetrieverError
-from ..retry import RetryPolicy
+from ..retry import Retryable, RetryPolicy, retried_status
 from ..security.limits import Budget
 from ..security.redaction import detail
 
@@ -43,8 +43,8 @@ class WebsearchAuthError(RetrieverError):
     """The API key is missing or the provider rejected it: no query can succeed."""
 
 
-class TransientError(Exception):
-    """A failure worth retrying: timeout, 429, 5xx, a dropped connection."""
+class TransientError(Retryable):
+    """A failure worth retrying: timeout, 408, 409, 429, 5xx, a dropped connection."""
 
 
 class QueryError(Exception):
@@ -74,30 +74,29 @@ async def search_one(searcher: WebSearcher, index: int, query: str, top_k: int, 
     """One query with retries. A slot is held only while a request is in flight, not while
     backing off, so a query waiting to retry does not hold back the others. Each request takes
     one from the call's `budget` (limits.max_provider_requests); none left: the query fails."""
-    retry = 0
-    while True:
-        try:
-            if budget is not None:
-                budget.take()
-            async with slots:
-                hits = await searcher.search(query, top_k)
-            return QueryResult(tuple(hits[:top_k]))
-        except TransientError as e:
-            reason = redact(str(e), secret)
-            if retry == policy.max_retries:
-                log.warning("%s: query %d failed after %d attempts: %s", searcher.provider, index, retry + 1, reason)
-                return QueryResult(error=f"{searcher.provider}: {reason} (gave up after {retry + 1} attempts)")
-            wait = policy.delay(retry)
-            retry += 1
-            log.warning("%s: query %d: %s; retry %d/%d in %.2f s", searcher.provider, index, reason,
-                        retry, policy.max_retries, wait)
-            await asyncio.sleep(wait)
-        except (QueryError, LimitError) as e:
-            return _failed(searcher.provider, index, redact(str(e), secret))
-        except WebsearchAuthError:
-            raise
-        except Exception as e:  # a bug or a library surprise: visible in the result, not swallowed
-            return _failed(searcher.provider, index, redact(f"unexpected {type(e).__name__}: {e}", secret))
+    async def attempt() -> list[WebHit]:
+        if budget is not None:
+            budget.take()
+        async with slots:
+            return await searcher.search(query, top_k)
+
+    def note(retry: int, wait: float, e: Retryable) -> None:
+        log.warning("%s: query %d: %s; retry %d/%d in %.2f s", searcher.provider, index, redact(str(e), secret),
+                    retry, policy.max_retries, wait)
+
+    try:
+        hits: list[WebHit] = await policy.async_retrying(note)(attempt)
+        return QueryResult(tuple(hits[:top_k]))
+    except TransientError as e:  # still failing after every retry
+        reason, attempts = redact(str(e), secret), policy.max_retries + 1
+        log.warning("%s: query %d failed after %d attempts: %s", searcher.provider, index, attempts, reason)
+        return QueryResult(error=f"{searcher.provider}: {reason} (gave up after {attempts} attempts)")
+    except (QueryError, LimitError) as e:
+        return _failed(searcher.provider, index, redact(str(e), secret))
+    except WebsearchAuthError:
+        raise
+    except Exception as e:  # a bug or a library surprise: visible in the result, not swallowed
+        return _failed(searcher.provider, index, redact(f"unexpected {type(e).__name__}: {e}", secret))
 
 
 def _failed(provider: str, index: int, reason: str) -> QueryResult:
@@ -136,11 +135,12 @@ def resolve_key(provider: str, configured: str | None, env: dict[str, str]) -> s
 
 
 def status_error(provider: str, status: int, detail: str) -> Exception:
-    """The error for an HTTP status: 401/403 fail the call, 429/5xx are retried, the rest fail the query."""
+    """The error for an HTTP status: 401/403 fail the call, those retry.py retries are retried, the rest
+    fail the query."""
     detail = " ".join(str(detail).split())  # cut only after redaction (search_one), never here
     if status in (401, 403):
         return WebsearchAuthError(f"{provider} rejected the API key (HTTP {status}); {key_hint(provider)} "
                                   f"to a valid key")
-    if status == 429 or status >= 500:
+    if retried_status(status):
         return TransientError(f"HTTP {status}" + (f": {detail}" if detail else ""))
     return QueryError(f"HTTP {status}" + (f": {detail}" if detail else ""))
