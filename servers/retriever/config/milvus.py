@@ -61,8 +61,15 @@ class MilvusConfig(_Model):
     # 2.5 or newer, or Milvus Lite 3.x (checked at retriever_init). indexes/milvus_fulltext.py
     full_text: bool = False
     sparse_field_name: str = "sparse"  # the BM25 sparse vector field (full_text)
+    # Who analyses the text for Milvus's BM25 (full_text). bm25s: this server, as the local BM25 does
+    # (lowercase, stop words, Snowball stems: backend_configs.bm25); Milvus's BM25 function reads those
+    # terms from a field of their own (terms_field_name), the text stays as it was in its field.
+    # milvus: Milvus's analyzer reads the text field itself (no stemming on Milvus Lite).
+    full_text_analyzer: Literal["bm25s", "milvus"] = "bm25s"
+    terms_field_name: str = "terms"  # the analysed terms (full_text_analyzer: bm25s)
 
-    @field_validator("id_field_name", "vector_field_name", "text_field_name", "metadata_field_name", "sparse_field_name")
+    @field_validator("id_field_name", "vector_field_name", "text_field_name", "metadata_field_name", "sparse_field_name",
+                     "terms_field_name")
     @classmethod
     def _field_name(cls, value: str) -> str:
         if not NAME_PATTERN.fullmatch(value):

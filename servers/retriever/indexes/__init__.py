@@ -30,7 +30,8 @@ def backend_for(cfg: Config) -> IndexBackend:
         if mcfg.full_text:  # Milvus holds everything, BM25 included (milvus_fulltext.py)
             from .milvus_fulltext import full_text_of
 
-            return MilvusBackend(demo=True, full_text=full_text_of(cfg.backend_configs.bm25, mcfg.sparse_field_name))
+            terms = mcfg.terms_field_name if mcfg.full_text_analyzer == "bm25s" else None
+            return MilvusBackend(demo=True, full_text=full_text_of(cfg.backend_configs.bm25, mcfg.sparse_field_name, terms))
         return MilvusBackend(demo=cfg.is_demo)
     from .faiss_backend import FaissBackend
 

@@ -161,7 +161,7 @@ class MilvusStore:
         params = dict(self.index_params)
         index.add_index(field_name=f.vector, **params)
         if ft is not None:
-            ft.add_to(schema, index, f.text)
+            ft.add_to(schema, index, f.text, f.text_max_length)
         self._call("create_collection", self._client.create_collection, self.collection, schema=schema,
                    consistency_level=STRONG)
         self._writes += 1
@@ -236,13 +236,19 @@ class MilvusStore:
         """Insert or replace rows by id, `chunk` rows per call. Returns the number of rows written."""
         ids, texts, metadatas = list(ids), list(texts), list(metadatas)
         self._check_rows(ids, vectors, texts, metadatas)
-        f = self.fields
+        f, ft = self.fields, self.full_text
         vectors = np.asarray(vectors, dtype=np.float32)
         for part in _chunks(len(ids), self.chunk):
             rows = [
                 {f.id: i, f.vector: v, f.text: t, f.metadata: m}
                 for i, v, t, m in zip(ids[part], vectors[part], texts[part], metadatas[part], strict=True)
             ]
+            if ft is not None and ft.terms_field:  # our bm25s terms, read by Milvus's BM25 function
+                for row, terms in zip(rows, ft.analysed(texts[part]), strict=True):
+                    if len(terms.encode()) > f.text_max_length:
+                        raise InvalidInputError(f"document {row[f.id]!r}: its BM25 terms exceed text_max_length="
+                                                f"{f.text_max_length} bytes; split the document")
+                    row[ft.terms_field] = terms
             self._call("upsert", self._client.upsert, self.collection, rows)
             self._writes += 1
         return len(ids)
@@ -330,7 +336,8 @@ class MilvusStore:
 
     def text_search(self, queries: Sequence[str], k: int, expr: str | None = None) -> list[list[Hit]]:
         """BM25 top `k` per query text, best first, scored by Milvus (a full_text collection only;
-        Milvus analyses the query). Scores are BM25 scores (Lite's negated distance turned back)."""
+        the query's terms are ours, or Milvus analyses it: full_text_analyzer). Scores are BM25 scores
+        (Lite's negated distance turned back)."""
         if self.full_text is None:
             raise InvalidInputError(f"Milvus collection {self.collection!r} is searched without full_text; "
                                     "set index_backend_configs.milvus.full_text: true")
@@ -338,13 +345,40 @@ class MilvusStore:
             raise InvalidInputError(f"top_k must be between 1 and {MAX_TOP_K} for Milvus, got {k}")
         if not queries:
             return []
-        f = self.fields
+        f, analysed = self.fields, self.full_text.analysed(list(queries))
+        asked = [i for i, q in enumerate(analysed) if q.strip()]  # a query of stop words only finds nothing
+        out: list[list[Hit]] = [[] for _ in analysed]
+        if not asked:
+            return out
         results = self._read(
-            "search", self._client.search, self.collection, data=list(queries), limit=k, filter=expr or "",
-            output_fields=[f.text, f.metadata], search_params=self.full_text.search_params(),
+            "search", self._client.search, self.collection, data=[analysed[i] for i in asked], limit=k,
+            filter=expr or "", output_fields=[f.text, f.metadata], search_params=self.full_text.search_params(),
             anns_field=self.full_text.sparse_field,
         )
-        return [[(i, abs(s), t, m) for i, s, t, m in hits] for hits in self._hits(results)]
+        for i, hits in zip(asked, self._hits(results), strict=True):
+            out[i] = [(d, abs(s), t, m) for d, s, t, m in hits]
+        return out
+
+    def health(self, timeout: float) -> str | None:
+        """None when Milvus answers within `timeout` seconds and this collection is loaded (searchable);
+        else what is wrong, in words (for /readyz)."""
+        where = _display(self.uri)
+        try:
+            state = self._client.get_load_state(self.collection, timeout=timeout)["state"]
+        except Exception as e:
+            reason = " ".join(str(e).split())[:300]
+            return f"the Milvus at {where} does not answer ({type(e).__name__}: {reason})"
+        if state.name == "NotExist":
+            return f"the Milvus collection {self.collection!r} at {where} does not exist (index it first)"
+        if state.name != "Loaded":  # released (a restarted server, another client): load it again
+            self._loaded = False
+            try:
+                self._client.load_collection(self.collection, timeout=timeout)
+            except Exception as e:
+                reason = " ".join(str(e).split())[:300]
+                return f"the Milvus collection {self.collection!r} at {where} is not loaded (state {state.name}): {reason}"
+            self._loaded = True
+        return None
 
     def _hits(self, results: Any) -> list[list[Hit]]:
         """(id, score, text, metadata) per hit. Lite keys a hit's id by the primary field's name;

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import IndexMissingError
+from ..errors import IndexMismatchError, IndexMissingError
 from ..filters import Filter
 from ..store.corpus import DocStore
 from ..store.embedfile import open_embeddings
@@ -89,7 +89,7 @@ class MilvusBackend:
         store = self._store(cfg)
         info = {**self.manifest(view), "log_generation": view.collection.changes.generation}
         if self.holds_documents:
-            batches = _corpus_batches(view)
+            batches = _corpus_batches(view, embedding_file or cfg.paths().embedding)
         else:
             if view.collection.base is None:
                 raise IndexMissingError("retriever_index: this collection has no corpus file (corpus_path is null); "
@@ -159,12 +159,25 @@ def _row_batches(view: View, vectors: np.ndarray) -> Vectors:
         yield added, added_vectors
 
 
-def _corpus_batches(view: View) -> Vectors:
+def _corpus_batches(view: View, embedding_file: Path) -> Vectors:
+    """corpus_path's documents with their vectors: from the embedding file where it exists and
+    matches this corpus and model (retriever_embed made it), else embedded as they stream in."""
     cfg = view.config
     if cfg.corpus_path is None:
         raise IndexMissingError("retriever_index in demo mode embeds corpus_path into Milvus; set corpus_path, "
                                 "or add documents with retriever_add")
     docs, chunk = DocStore.open(cfg.corpus_path, cfg.duplicate_ids, cfg.is_multimodal), cfg.index_backend_configs.milvus.index_chunk_size
+    stored = None
+    if embedding_file.is_file():
+        try:
+            stored = open_embeddings(embedding_file, dense_manifest(docs, view.embedder))
+            log.info("Milvus: the corpus's vectors come from %s", embedding_file)
+        except IndexMismatchError as e:
+            log.info("Milvus: embedding the corpus (%s)", e)
     for start in range(0, len(docs), chunk):
-        batch = [docs.get(r) for r in range(start, min(start + chunk, len(docs)))]
-        yield batch, view.embedder.encode_passages([d.text for d in batch])
+        rows = range(start, min(start + chunk, len(docs)))
+        batch = [docs.get(r) for r in rows]
+        if stored is not None:
+            yield batch, np.asarray(stored[start:rows.stop], dtype=np.float32)
+        else:
+            yield batch, view.embedder.encode_passages([d.text for d in batch])

@@ -1,6 +1,11 @@
 """Full text in Milvus (`index_backend_configs.milvus.full_text: true`): BM25 computed by Milvus.
 
-The text field is a VARCHAR with `enable_analyzer`; a BM25 Function turns it into a
+Who analyses the text is `full_text_analyzer`. `bm25s` (the default): this server does, as the
+local BM25 does (milvus_terms.py), and writes the terms into a field of their own (`terms`) that
+Milvus's BM25 function reads; Milvus then scores the terms bm25s would (SciFact: bench/RESULTS.md
+"fulltext-scifact"). `milvus`: Milvus's analyzer reads the text field itself, as follows.
+
+The analysed field is a VARCHAR with `enable_analyzer`; a BM25 Function turns it into a
 SPARSE_FLOAT_VECTOR field, which Milvus fills itself on every insert or upsert, indexes
 (SPARSE_INVERTED_INDEX, metric BM25, `bm25_k1` / `bm25_b` from backend_configs.bm25) and searches
 with the query's text. Milvus analyses the query with the field's analyzer.
@@ -34,6 +39,7 @@ from .milvus_client import MilvusError, MilvusVersionError, _display, _pymilvus
 
 if TYPE_CHECKING:
     from ..config import BM25Config
+    from .milvus_terms import Terms
 
 log = logging.getLogger(__name__)
 FUNCTION = "mcp_retriever_bm25"
@@ -51,22 +57,35 @@ class FullText:
     k1: float = 1.5
     b: float = 0.75
     lang: str = "en"
+    terms_field: str | None = None  # full_text_analyzer bm25s: the field of our terms, which BM25 reads
+    terms: Terms | None = field(default=None, compare=False, repr=False)  # makes them (milvus_terms.py)
 
     def record(self) -> dict[str, Any]:
         """What a collection's info records (a change of any of these needs a rebuild)."""
-        return {"sparse_field": self.sparse_field, "lang": self.lang, "analyzer": self.analyzer, "k1": self.k1,
-                "b": self.b}
+        out = {"sparse_field": self.sparse_field, "lang": self.lang, "analyzer": self.analyzer, "k1": self.k1,
+               "b": self.b}
+        return out if self.terms_field is None else {**out, "terms_field": self.terms_field, "terms": "bm25s"}
 
     def text_params(self) -> dict[str, Any]:
-        """The text field's extra schema parameters."""
-        return {"enable_analyzer": True, "analyzer_params": self.analyzer}
+        """The text field's extra schema parameters (none when our terms have a field of their own)."""
+        return {} if self.terms_field else {"enable_analyzer": True, "analyzer_params": self.analyzer}
 
-    def add_to(self, schema: Any, index: Any, text_field: str) -> None:
-        """The sparse field, the BM25 function that fills it from `text_field`, and its index."""
+    def analysed(self, texts: list[str]) -> list[str]:
+        """What Milvus's BM25 reads for `texts` (documents or queries): our terms, or the texts."""
+        return texts if self.terms is None else self.terms.many(texts)
+
+    def add_to(self, schema: Any, index: Any, text_field: str, max_length: int = 65535) -> None:
+        """The sparse field, the BM25 function that fills it from `text_field` (or from the terms
+        field, added here), and its index."""
         pymilvus = _pymilvus()
+        source = text_field
+        if self.terms_field:
+            source = self.terms_field
+            schema.add_field(source, pymilvus.DataType.VARCHAR, max_length=max_length, enable_analyzer=True,
+                             analyzer_params=self.analyzer)
         schema.add_field(self.sparse_field, pymilvus.DataType.SPARSE_FLOAT_VECTOR)
         schema.add_function(pymilvus.Function(name=FUNCTION, function_type=pymilvus.FunctionType.BM25,
-                                              input_field_names=[text_field], output_field_names=[self.sparse_field]))
+                                              input_field_names=[source], output_field_names=[self.sparse_field]))
         index.add_index(field_name=self.sparse_field, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
                         params={"inverted_index_algo": "TAAT_NAIVE", "bm25_k1": self.k1, "bm25_b": self.b})
 
@@ -74,11 +93,16 @@ class FullText:
         return {"metric_type": "BM25", "params": {}}
 
 
-def full_text_of(cfg: BM25Config, sparse_field: str) -> FullText:
-    """The analyzer and BM25 parameters `backend_configs.bm25` asks for, as Milvus takes them."""
+def full_text_of(cfg: BM25Config, sparse_field: str, terms_field: str | None = None) -> FullText:
+    """The analyzer and BM25 parameters `backend_configs.bm25` asks for, as Milvus takes them.
+    With `terms_field` (full_text_analyzer bm25s) the terms are ours and Milvus only splits them."""
     from ..errors import InvalidInputError
     from .bm25 import tokenizer_name
 
+    if terms_field:
+        from .milvus_terms import Terms
+
+        return FullText(sparse_field, {"tokenizer": "standard"}, cfg.k1, cfg.b, cfg.lang, terms_field, Terms(cfg))
     tokenizer = tokenizer_name(cfg)
     if tokenizer == "character":
         raise InvalidInputError("index_backend_configs.milvus.full_text: Milvus has no per-character analyzer; set "
@@ -128,7 +152,7 @@ def probe(store: Any, ft: FullText) -> None:
     schema.add_field(fields.text, pymilvus.DataType.VARCHAR, max_length=64, **ft.text_params())
     index = client.prepare_index_params()
     index.add_index(field_name=fields.vector, index_type="FLAT", metric_type="IP")
-    ft.add_to(schema, index, fields.text)
+    ft.add_to(schema, index, fields.text, 64)
     where = _display(store.uri)
     try:
         client.create_collection(name, schema=schema)

@@ -85,6 +85,10 @@ class MilvusIndex:
         found = on_compute_thread(self.store.text_search, list(queries), k, expr)
         return [[Hit(row=-1, id=i, text=t, score=s, metadata=m) for i, s, t, m in hits] for hits in found]
 
+    def health(self, timeout: float) -> str | None:
+        """None when Milvus answers and the collection is searchable, else why not (/readyz)."""
+        return self.store.health(timeout)
+
     def search_hits(self, queries: np.ndarray, k: int, f: Filter | None = None,
                     ann: dict[str, int] | None = None) -> list[list[Hit]]:
         """Hits with the text and metadata Milvus stored (demo mode: no local corpus)."""
