@@ -124,6 +124,17 @@ async def _disconnected(http: HTTPRequest) -> None:
         pass
 
 
+READY_TIMEOUT_S = 5.0  # /readyz: how long the index backend (a Milvus server) may take to answer
+
+
+def _backend_problem(engine: Retriever) -> str | None:
+    """Why the session's index backend cannot serve searches now (a Milvus server down, its
+    collection missing or released), or None. An index without a health check (FAISS, loaded
+    from disk) is as ready as its load was; a Milvus one asks the server each time."""
+    check = getattr(engine.dense, "health", None)
+    return check(READY_TIMEOUT_S) if callable(check) else None
+
+
 def _error(status: int, message: str, retry_after: int | None = None) -> JSONResponse:
     headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
     return JSONResponse({"error": message}, status_code=status, headers=headers)
@@ -188,11 +199,26 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
     async def healthz(http: HTTPRequest) -> Response:
         return JSONResponse({"status": "alive"})
 
+    reported: list[str | None] = [None]  # the backend's last problem, logged when it changes
+
     async def readyz(http: HTTPRequest) -> Response:
         if service.problem is not None:
             return _error(503, f"not ready: {service.problem}", retry_after=1)
-        status = engine.status()  # no token here: which indexes and how many documents, no path
-        return JSONResponse({key: status.get(key) for key in READY_KEYS})
+        problem, status = None, {}
+        try:  # off the event loop: a Milvus server that hangs must not stop the searches
+            problem = await asyncio.wait_for(asyncio.to_thread(_backend_problem, engine), READY_TIMEOUT_S + 2)
+            if problem is None:
+                status = await asyncio.wait_for(asyncio.to_thread(engine.status), READY_TIMEOUT_S + 2)
+        except TimeoutError:
+            problem = f"the index backend did not answer within {READY_TIMEOUT_S:.0f} s"
+        except RetrieverError as e:
+            problem = for_client(str(e), engine.config, engine.base_dir)
+        if problem != reported[0]:
+            log.warning("not ready: %s", problem) if problem else log.info("ready again: the index backend answers")
+            reported[0] = problem
+        if problem is not None:
+            return _error(503, f"not ready: {problem}", retry_after=1)
+        return JSONResponse({key: status.get(key) for key in READY_KEYS})  # which indexes, how many documents
 
     async def metrics(http: HTTPRequest) -> Response:
         body, content_type = service.metrics.exposition(http.headers.get("accept"))
