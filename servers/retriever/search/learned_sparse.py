@@ -155,8 +155,8 @@ def index_for(s: Any) -> InvertedIndex:
         if index is None:
             index = InvertedIndex.load(folder)
             if index is None:
-                raise IndexMissingError("no sparse index is loaded; build it with sparse_index "
-                                        "(`retriever sparse-index`, Retriever.sparse_index)")
+                raise IndexMissingError("no sparse index is loaded; build it with Retriever.sparse_index() "
+                                        "(sparse.model_name_or_path names the model)")
             _check(index, model, s, folder)
         covered = int(index.manifest.get("collection_rows", 0))
         if covered < s.collection.rows:
