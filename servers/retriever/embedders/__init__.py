@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..config import Config
-from ..errors import NotYetSupportedError
+from ..errors import MissingDependencyError, NotYetSupportedError
 from .base import Embedder
 
 
@@ -40,7 +40,7 @@ def _local(cfg: Config) -> Embedder:
     """The in-process model on the runtime `choose` picks (runtime.py says why each)."""
     from pathlib import Path
 
-    from .runtime import choose
+    from .runtime import choose, extra, missing_modules
     from .sentence_transformers import SentenceTransformerEmbedder, pick_device
 
     st = cfg.backend_configs.sentence_transformers
@@ -61,6 +61,8 @@ def _local(cfg: Config) -> Embedder:
 
             embedder = StaticEmbedder(cfg, choice)
         case _:
+            if absent := missing_modules("torch"):  # a lean install (onnx, openvino): the torch side is an extra
+                raise MissingDependencyError(absent[0], extra("torch"))
             embedder = SentenceTransformerEmbedder(cfg, choice, device, [])
     embedder.warnings[:0] = warnings  # a GPU asked for and not found: whichever runtime runs
     return embedder

@@ -2,8 +2,10 @@
 with dynamic quantisation) or OpenVINO (fp32, or bf16 where the CPU computes it natively).
 
 The whole sentence-transformers pipeline (transformer, pooling, normalisation) is one graph with
-dynamic batch and sequence axes; tokenising stays in Python with the model's own fast tokenizer.
-Texts are sorted by token count and padded per batch, so a batch wastes little on padding.
+dynamic batch and sequence axes; tokenising uses the model's own tokenizer.json through `tokenizers`
+(tokens.py). Texts are sorted by token count and padded per batch, so a batch wastes little on
+padding. torch, sentence-transformers and onnx are needed only to make the export, once: serving a
+cache that holds it imports none of them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..errors import ConfigError, MissingDependencyError
 from .cache import cached, model_folder
 from .local import LocalEmbedder, check_length, folder_prompts
 from .runtime import Choice, extra, missing
+from .tokens import Tokens
 
 log = logging.getLogger(__name__)
 OPSET = 17
@@ -84,17 +87,26 @@ def _quantize(fp32: Path, out: Path) -> None:
                      per_channel=True, nodes_to_exclude=first)
 
 
+def _complete(folder: Path) -> bool:
+    return (folder / ".complete").exists()
+
+
 def exported(cfg: Config, precision: str = "fp32") -> Path:
     """The export folder of the YAML's model (int8: quantised from the fp32 one), made on first use."""
-    # torch.onnx needs onnx; only the int8 quantiser needs onnxruntime (openvino runs without it)
+    fp32 = export_folder(cfg)
+    int8 = fp32.with_name(f"{fp32.name}-int8")
+    if _complete(int8 if precision == "int8" else fp32):
+        return int8 if precision == "int8" else fp32  # made before: nothing below is imported
+    # torch.onnx needs onnx (and torch); only the int8 quantiser needs onnxruntime
+    if not _complete(fp32) and (absent := missing("torch", "sentence_transformers")):
+        raise MissingDependencyError(absent[0], extra("torch"))  # a lean install without the export
     if absent := missing("onnx", *(["onnxruntime"] if precision == "int8" else [])):
         raise MissingDependencyError(absent[0], extra("onnx"))
     name = cfg.model_name_or_path or "MiniLM"
     try:
-        fp32 = cached(export_folder(cfg), lambda tmp: _export(cfg, tmp), f"the ONNX export of {name}")
+        cached(fp32, lambda tmp: _export(cfg, tmp), f"the ONNX export of {name}")
         if precision != "int8":
             return fp32
-        int8 = fp32.with_name(f"{fp32.name}-int8")
         return cached(int8, lambda tmp: _quantize(fp32, tmp), f"the int8 graph of {name}")
     except ImportError as e:
         raise MissingDependencyError(e.name or "onnx", extra("onnx")) from e
@@ -127,7 +139,8 @@ class OpenVinoSession:
         import openvino as ov
 
         core = ov.Core()
-        core.set_property({"CACHE_DIR": str(cache)})  # compiled blobs: later starts skip compiling
+        if os.access(cache if cache.exists() else cache.parent, os.W_OK):  # a read-only export compiles each start
+            core.set_property({"CACHE_DIR": str(cache)})  # compiled blobs: later starts skip compiling
         hint = {"bf16": "bf16", "fp32": "f32"}[precision]
         self._compiled = core.compile_model(core.read_model(str(path)), "CPU", {
             "INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY"})
@@ -146,21 +159,19 @@ class ExportedEmbedder(LocalEmbedder):
         self._max_len = check_length(cfg.backend_configs.sentence_transformers.max_seq_length or info["max_seq_length"],
                                      info.get("positions"))
         try:
-            from transformers import AutoTokenizer
-
-            self._tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            self._tokenizer = Tokens(folder, self._max_len)
             if choice.runtime == "onnx":
                 self._session: Any = OnnxSession(folder / "model.onnx")
             else:
                 self._session = OpenVinoSession(folder / "model.onnx", choice.precision, folder / "openvino-cache")
         except ImportError as e:
             raise MissingDependencyError(e.name or choice.runtime, extra(choice.runtime)) from e
-        self.dimension = int(self._session(self._feeds(self._tokenizer([""])["input_ids"])).shape[1])
+        self.dimension = int(self._session(self._feeds(self._tokenizer([""]))).shape[1])
         self._ready(folder_prompts(Path(cfg.resolved_model())))
 
     def _feeds(self, rows: list[list[int]]) -> dict[str, np.ndarray]:
         width = max(len(r) for r in rows)
-        ids = np.full((len(rows), width), self._tokenizer.pad_token_id or 0, dtype=np.int64)
+        ids = np.full((len(rows), width), self._tokenizer.pad_id, dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
         for i, r in enumerate(rows):
             ids[i, : len(r)] = r
@@ -171,7 +182,7 @@ class ExportedEmbedder(LocalEmbedder):
     def _run(self, texts: list[str], prompt: str | None, kind: str) -> np.ndarray:
         if prompt:
             texts = [prompt + t for t in texts]
-        rows = self._tokenizer(texts, truncation=True, max_length=self._max_len)["input_ids"]
+        rows = self._tokenizer(texts)
         order = np.argsort([len(r) for r in rows], kind="stable")
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(order), self._batch_size):

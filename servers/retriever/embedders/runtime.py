@@ -4,7 +4,9 @@
 whose SciFact dense nDCG@10 is within 0.005 of torch fp32 and whose vectors keep a cosine of at
 least 0.99 to it. That is OpenVINO bf16 on a CPU that computes bfloat16 in hardware (AMX or
 AVX512-BF16), onnxruntime int8 on one with VNNI only, and torch fp32 elsewhere (no exported
-runtime beat it there by enough to pay for the export).
+runtime beat it there by enough to pay for the export). Where torch is not installed (a lean
+install serving a prepared export, the container image), `auto` picks the fastest exported
+runtime that is installed, fp32 where the CPU has no native bf16 or int8, and says so.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ OFFERED: dict[str, tuple[str, ...]] = {
     "openvino": ("fp32", "bf16"),
     "static": ("fp32",),
 }
-# what each runtime imports (its extra is named after it); the export (torch.onnx) needs onnx
-MODULES = {"onnx": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx"), "static": ("model2vec", "skeletoken")}
+# what each runtime imports to serve (its extra is named after it). Making the export once needs
+# torch and onnx beside them (exported.py), distilling the static model skeletoken (static.py).
+MODULES = {"torch": ("torch", "sentence_transformers"), "onnx": ("onnxruntime",), "openvino": ("openvino",),
+           "static": ("model2vec",)}
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,8 @@ def _auto(precision: str, device: str, local_model: bool, flags: frozenset[str])
     torch_precision = "bf16" if precision == "bf16" else "fp32"
     if device != "cpu":
         return Choice("torch", torch_precision, f"device {device}: torch")
+    if local_model and missing_modules("torch"):
+        return _without_torch(precision, flags)
     if precision == "fp32":
         return Choice("torch", "fp32", "precision fp32 asked: torch")
     if not local_model:
@@ -132,3 +138,23 @@ def _auto(precision: str, device: str, local_model: bool, flags: frozenset[str])
                                        "torch fp32")
     return Choice("torch", "fp32", "no AMX, AVX512-BF16 or VNNI on this CPU: torch fp32 is the fastest variant "
                                    "within the quality bounds")
+
+
+def _without_torch(precision: str, flags: frozenset[str]) -> Choice:
+    """torch is not installed: the fastest exported runtime that is, at the precision the CPU runs
+    natively (fp32, within 1e-5 cosine of torch fp32, where it has no native bf16 or int8)."""
+    lean = "torch is not installed"
+    bf16, vnni = bf16_flag(flags), vnni_flag(flags)
+    onnx, openvino = not missing_modules("onnx"), not missing_modules("openvino")
+    if onnx and precision == "int8":
+        return Choice("onnx", "int8", f"{lean}; precision int8 asked: onnxruntime int8")
+    if openvino:
+        if bf16 and precision in ("auto", "bf16"):
+            return Choice("openvino", "bf16", f"{lean}; CPU has {bf16}: OpenVINO bf16")
+        why = "precision fp32 asked" if precision == "fp32" else "no AMX or AVX512-BF16 on this CPU"
+        return Choice("openvino", "fp32", f"{lean}; {why}: OpenVINO fp32")
+    if onnx:
+        if vnni and precision == "auto":
+            return Choice("onnx", "int8", f"{lean}; CPU has {vnni}: onnxruntime int8")
+        return Choice("onnx", "fp32", f"{lean}: onnxruntime fp32")
+    raise MissingDependencyError("torch", extra("torch"))

@@ -20,8 +20,12 @@ log = logging.getLogger(__name__)
 def pick_device(gpu_ids: str | int | None, warnings: list[str]) -> str:
     if gpu_ids is None or str(gpu_ids).strip() == "":
         return "cpu"
-    import torch
-
+    try:
+        import torch
+    except ImportError:  # a lean install: exported runtimes run on the CPU
+        warnings.append(f"gpu_ids={gpu_ids!r} but torch is not installed; embedding on CPU")
+        log.warning(warnings[-1])
+        return "cpu"
     if torch.cuda.is_available():
         return f"cuda:{str(gpu_ids).split(',')[0].strip()}"
     warnings.append(f"gpu_ids={gpu_ids!r} but no CUDA device is visible; embedding on CPU")
