@@ -228,3 +228,43 @@ def test_the_2_3_server_refuses_full_text_at_init_and_keeps_the_other_modes(buil
     from retriever.indexes.milvus import list_collections
 
     assert not [c for c in list_collections(milvus_server_uri) if c.startswith("mcp_retriever_probe_")]
+
+
+# ---- full_text_analyzer: bm25s (the default) against milvus ------------------------------------
+
+STEMMED = [("vaccine", "doc03"), ("earthquake", "doc11"), ("protected walls", "doc21")]
+
+
+@pytest.mark.parametrize("query, doc", STEMMED)
+def test_the_bm25s_analyzer_matches_stems_as_bm25s_does(indexed, local, query: str, doc: str) -> None:
+    assert ids(indexed.bm25_search(query, top_k=1)) == [[doc]] == ids(local.bm25_search(query, top_k=1))
+
+
+def test_scores_are_bm25s_lucene_scores_times_k1_plus_1(indexed, local) -> None:
+    """Same terms, same statistics (one segment: the collection was written, then flushed once):
+    Milvus's BM25 is bm25s's lucene times (k1 + 1), document for document."""
+    k1 = indexed.config.backend_configs.bm25.k1
+    for query in [*QUERIES, *EXACT, *(q for q, _ in STEMMED)]:
+        got, want = indexed.bm25_search(query, top_k=30)[0], local.bm25_search(query, top_k=30)[0]
+        assert want and {h.id: h.score for h in got} == pytest.approx({h.id: h.score * (k1 + 1) for h in want},
+                                                                      rel=1e-4), query
+
+
+def test_a_query_of_stop_words_finds_nothing(indexed) -> None:
+    assert indexed.bm25_search(["the of and", "photosynthesis"], top_k=2)[0] == []
+
+
+def test_the_milvus_analyzer_matches_words_not_stems_on_lite(built_project: Path, lite_uri: str, tmp_path: Path) -> None:
+    project = full_text_project(built_project, tmp_path / "p", lite_uri)
+    cfg = yaml.safe_load(project.read_text())
+    cfg["index_backend_configs"]["milvus"]["full_text_analyzer"] = "milvus"
+    project.write_text(yaml.safe_dump(cfg))
+    e = engine_for(project)
+    e.init()
+    e.index()
+    assert e.bm25_search("vaccine", top_k=1) == [[]]  # Lite 3.2.2 skips the stemmer
+    assert ids(e.bm25_search("vaccines", top_k=1)) == [["doc03"]]
+    with pytest.raises(Exception, match="call retriever_index"):  # the analyzer is recorded: a change needs a rebuild
+        engine_for(project, {"index_backend_configs": {"milvus": {"uri": lite_uri, "full_text": True,
+                                                                  "full_text_analyzer": "bm25s"}}}).init()
+
