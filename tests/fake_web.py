@@ -14,9 +14,10 @@ Wire formats, as the providers document them and the client libraries send them:
   publish_date}]}; an error is {"error": {"code", "message"}}.
 
 A test scripts the server per query: `plan[query] = [429, 200]` answers those statuses in turn
-(the last one repeats), `slow[query] = seconds` waits before answering, `raw[query] = bytes`
-answers 200 with that body. Every request is recorded (path, headers, body, time), and the
-number of requests in flight is tracked (`max_in_flight`).
+(the last one repeats; an error with `retry_after` as its Retry-After header, if set),
+`slow[query] = seconds` waits before answering, `raw[query] = bytes` answers 200 with that body.
+Every request is recorded (path, headers, body, time), and the number of requests in flight is
+tracked (`max_in_flight`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class FakeProvider:
     plan: dict[str, list[int]] = field(default_factory=dict)
     slow: dict[str, float] = field(default_factory=dict)
     raw: dict[str, bytes] = field(default_factory=dict)
+    retry_after: str | None = None  # the Retry-After header of every error reply
     requests: list[Recorded] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
@@ -144,6 +146,8 @@ def make_handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
+                if status != 200 and fake.retry_after is not None:
+                    self.send_header("Retry-After", fake.retry_after)
                 self.end_headers()
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)

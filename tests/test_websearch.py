@@ -124,6 +124,19 @@ def test_429_is_retried_with_exponential_backoff(fake: FakeProvider) -> None:
     assert t[1] - t[0] >= 0.05 and t[2] - t[1] >= 0.10  # base, then twice base (jitter only adds)
 
 
+def test_a_retry_waits_as_retry_after_says(fake: FakeProvider) -> None:
+    """A 503 with Retry-After: 0.4 is retried after 0.4 s, not the policy's 0.01 .. 0.015 s; exa-py's
+    errors carry no headers, so exa backs off as usual."""
+    fake.plan["busy"], fake.retry_after = [503, 200], "0.4"
+    (result,) = search(fake, ["busy"], base_delay=0.01, max_retries=1)
+    assert result.error is None and list(result.hits) == expected(fake, "busy", 3)
+    first, second = fake.times("busy")
+    if fake.provider == "exa":
+        assert second - first < 0.3
+    else:
+        assert 0.38 <= second - first < 2, second - first
+
+
 def test_a_query_that_keeps_failing_gets_an_error_while_the_others_keep_their_hits(fake: FakeProvider) -> None:
     fake.plan["broken"] = [500]  # forever
     results = search(fake, ["fine one", "broken", "fine two"], threads=2, max_retries=2)

@@ -134,13 +134,13 @@ def resolve_key(provider: str, configured: str | None, env: dict[str, str]) -> s
     return key.strip()
 
 
-def status_error(provider: str, status: int, detail: str) -> Exception:
-    """The error for an HTTP status: 401/403 fail the call, those retry.py retries are retried, the rest
-    fail the query."""
+def status_error(provider: str, status: int, detail: str, retry_after: str | None = None) -> Exception:
+    """The error for an HTTP status: 401/403 fail the call, those retry.py retries are retried (after
+    the server's `retry_after`, where the client library lets it be seen), the rest fail the query."""
     detail = " ".join(str(detail).split())  # cut only after redaction (search_one), never here
     if status in (401, 403):
         return WebsearchAuthError(f"{provider} rejected the API key (HTTP {status}); {key_hint(provider)} "
                                   f"to a valid key")
     if retried_status(status):
-        return TransientError(f"HTTP {status}" + (f": {detail}" if detail else ""))
+        return TransientError(f"HTTP {status}" + (f": {detail}" if detail else ""), retry_after)
     return QueryError(f"HTTP {status}" + (f": {detail}" if detail else ""))

@@ -43,7 +43,8 @@ class TavilySearcher:
         except errors.BadRequestError as e:
             raise QueryError(f"HTTP 400: {e}") from e
         except httpx.HTTPStatusError as e:
-            raise status_error("tavily", e.response.status_code, e.response.text) from e
+            raise status_error("tavily", e.response.status_code, e.response.text,
+                               e.response.headers.get("retry-after")) from e
         except httpx.TransportError as e:
             raise TransientError(f"connection failed: {type(e).__name__}") from e
         except (ValueError, AttributeError) as e:  # a 200 whose body is not JSON or not an object

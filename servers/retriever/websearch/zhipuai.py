@@ -45,7 +45,8 @@ class ZhipuAISearcher:
         except httpx.TransportError as e:
             raise TransientError(f"connection failed: {type(e).__name__}") from e
         if response.status_code != 200:
-            raise status_error("zhipuai", response.status_code, _error_message(response))
+            raise status_error("zhipuai", response.status_code, _error_message(response),
+                               response.headers.get("retry-after"))
         try:
             data = response.json()
         except ValueError as e:
