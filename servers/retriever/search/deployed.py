@@ -1,8 +1,8 @@
 """The client of a deployed retriever (`retriever deploy`, or UltraRAG's own deploy script):
 `POST <retriever_url>/search` with UltraRAG's request shape plus ours, retried by the house's
-policy (retry.py: connection errors, 408, 409, 429 and 5xx, the server's Retry-After first). The bearer token comes from
-the YAML's `remote.token` or the environment (`remote.token_env`), is sent only to the YAML's
-`retriever_url`, and never appears in a log or an error."""
+policy (retry.py: connection errors, 408, 409, 429 and 5xx, the server's Retry-After first). The
+bearer token comes from the YAML's `remote.token` or the environment (`remote.token_env`), is
+sent only to the YAML's `retriever_url`, and never appears in a log or an error."""
 
 from __future__ import annotations
 
