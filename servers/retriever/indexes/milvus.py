@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -61,6 +62,7 @@ from .milvus_client import (  # noqa: F401  (re-exported: the Milvus layer's pub
     list_collections,
     validate_collection_name,
 )
+from .milvus_df import TermStats, counted
 
 if TYPE_CHECKING:
     from .milvus_fulltext import FullText
@@ -105,6 +107,8 @@ class MilvusStore:
         # writes made / writes a finished Strong read has seen: reads are Strong until they match
         self._writes, self._seen = 1, 0
         self._loaded = False  # known to be loaded into memory (a search needs it); checked at the first read
+        self._term_stats: TermStats | None = None
+        self._pending: Counter[str] = Counter()  # df counted by a build, written at its end
         if chunk < 1:
             raise InvalidInputError(f"index_chunk_size must be >= 1, got {chunk}")
         self.uri = uri
@@ -116,6 +120,24 @@ class MilvusStore:
         self.search_params.setdefault("metric_type", self.index_params["metric_type"])
         self.chunk = chunk
         self._client = connect(uri, token)
+
+    @property
+    def _stats(self) -> TermStats | None:
+        """Our terms' document frequencies (full_text_analyzer bm25s), beside the collection."""
+        ft = self.full_text
+        if ft is None or not ft.terms_field:
+            return None
+        if self._term_stats is None:
+            self._term_stats = TermStats(self)
+        return self._term_stats
+
+    def bm25_bounds(self, queries: Sequence[str]) -> list[float] | None:
+        """Per query, the highest BM25 score its terms allow here ((k1 + 1) times the sum of their
+        idf), or None where this collection keeps no document frequencies (milvus_df.py)."""
+        ft, stats = self.full_text, self._stats
+        if ft is None or stats is None:
+            return None
+        return stats.bounds(ft.analysed(list(queries)), self.count(), ft.k1)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -170,6 +192,8 @@ class MilvusStore:
         self._call("create_index", self._client.create_index, self.collection, index, sync=False)
         self._call("load_collection", self._client.load_collection, self.collection)
         self._loaded = True
+        if self._stats is not None:  # the df of our terms (milvus_df.py), counted as documents come
+            self._stats.create()
         self._set_info(dimension, info)
 
     def _set_info(self, dimension: int, info: dict[str, Any]) -> None:
@@ -225,15 +249,20 @@ class MilvusStore:
     def drop(self) -> None:
         self._call("drop_collection", self._client.drop_collection, self.collection)
         self._loaded = False
+        if self._stats is not None:
+            self._stats.drop()
         if _is_lite(self.uri):
             self._lite_infos({self.collection: None})
 
     # -- writes ------------------------------------------------------------------------------
 
     def upsert(
-        self, ids: Sequence[str], vectors: np.ndarray, texts: Sequence[str], metadatas: Sequence[dict[str, Any]]
+        self, ids: Sequence[str], vectors: np.ndarray, texts: Sequence[str], metadatas: Sequence[dict[str, Any]],
+        new: bool = False,
     ) -> int:
-        """Insert or replace rows by id, `chunk` rows per call. Returns the number of rows written."""
+        """Insert or replace rows by id, `chunk` rows per call. Returns the number of rows written.
+        `new`: the ids are not in the collection (a build): nothing is read back, and the document
+        frequencies of our terms wait for `count_terms()`."""
         ids, texts, metadatas = list(ids), list(texts), list(metadatas)
         self._check_rows(ids, vectors, texts, metadatas)
         f, ft = self.fields, self.full_text
@@ -243,15 +272,40 @@ class MilvusStore:
                 {f.id: i, f.vector: v, f.text: t, f.metadata: m}
                 for i, v, t, m in zip(ids[part], vectors[part], texts[part], metadatas[part], strict=True)
             ]
+            delta = None
             if ft is not None and ft.terms_field:  # our bm25s terms, read by Milvus's BM25 function
                 for row, terms in zip(rows, ft.analysed(texts[part]), strict=True):
                     if len(terms.encode()) > f.text_max_length:
                         raise InvalidInputError(f"document {row[f.id]!r}: its BM25 terms exceed text_max_length="
                                                 f"{f.text_max_length} bytes; split the document")
                     row[ft.terms_field] = terms
+                delta = counted([r[ft.terms_field] for r in rows])
+                if new:
+                    self._pending.update(delta)
+                    delta = None
+                else:
+                    delta.update(self._stored_terms(ids=ids[part]))  # update, not +: it keeps what falls below 0
             self._call("upsert", self._client.upsert, self.collection, rows)
             self._writes += 1
+            if delta is not None and self._stats is not None:
+                self._stats.change(delta)
         return len(ids)
+
+    def count_terms(self) -> None:
+        """Write the document frequencies a build's `upsert(new=True)` calls counted."""
+        if self._stats is not None and self._pending:
+            self._stats.change(self._pending)
+        self._pending = Counter()
+
+    def _stored_terms(self, ids: Sequence[str] | None = None, expr: str | None = None) -> Counter[str]:
+        """-1 for each distinct term of the stored documents (by id, or matching `expr`) that a write
+        replaces or deletes; empty where the collection keeps no terms of ours."""
+        ft = self.full_text
+        if ft is None or not ft.terms_field or self._stats is None:
+            return Counter()
+        rows = self._read("query", self._client.query, self.collection, ids=list(ids) if ids is not None else None,
+                          filter=expr or "", output_fields=[ft.terms_field])
+        return counted([r[ft.terms_field] for r in rows], -1)
 
     def _check_rows(self, ids: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
                     metadatas: Sequence[dict[str, Any]]) -> None:
@@ -287,15 +341,21 @@ class MilvusStore:
             ids = list(ids)
             found = sum(self.count(self._ids_expr(ids[part])) for part in _chunks(len(ids), self.chunk))
             for part in _chunks(len(ids), self.chunk) if found else ():
+                delta = self._stored_terms(ids=ids[part])
                 self._call("delete", self._client.delete, self.collection, ids=ids[part])
                 self._writes += 1
+                if delta and self._stats is not None:
+                    self._stats.change(delta)
             return found
         if not expr or not expr.strip():
             raise InvalidInputError("delete with an empty expression would delete everything; use drop()")
         found = self.count(expr)
         if found:
+            delta = self._stored_terms(expr=expr)
             self._call("delete", self._client.delete, self.collection, filter=expr)
             self._writes += 1
+            if delta and self._stats is not None:
+                self._stats.change(delta)
         return found
 
     # -- reads -------------------------------------------------------------------------------

@@ -85,6 +85,11 @@ class MilvusIndex:
         found = on_compute_thread(self.store.text_search, list(queries), k, expr)
         return [[Hit(row=-1, id=i, text=t, score=s, metadata=m) for i, s, t, m in hits] for hits in found]
 
+    def bm25_bounds(self, queries: Sequence[str]) -> list[float] | None:
+        """Per query, the highest BM25 score its terms allow in this collection (adaptive fusion's
+        BM25 scale), or None where Milvus keeps no document frequencies of ours (milvus_df.py)."""
+        return on_compute_thread(self.store.bm25_bounds, list(queries))
+
     def health(self, timeout: float) -> str | None:
         """None when Milvus answers and the collection is searchable, else why not (/readyz)."""
         return self.store.health(timeout)
@@ -137,5 +142,6 @@ def build_collection(store: MilvusStore, info: dict[str, Any], batches: Any, ove
     store.create(int(info["dimension"]), info)
     for docs, vectors in batches:
         if docs:
-            store.upsert([d.id for d in docs], vectors, [d.text for d in docs], [d.metadata for d in docs])
+            store.upsert([d.id for d in docs], vectors, [d.text for d in docs], [d.metadata for d in docs], new=True)
+    store.count_terms()
     return MilvusIndex(store, None, {**info, "dimension": int(info["dimension"])})
