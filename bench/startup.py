@@ -1,0 +1,253 @@
+"""Lean serving on SciFact (5,183 passages), the embedding runtimes side by side in one run:
+start to first answer over stdio, the server's peak memory after 300 queries of each search
+tool, the single-query overhead of MCP over stdio against the raw library calls (the same
+runtime, the same FAISS and BM25 indexes), whether torch was loaded into the server, and SciFact
+nDCG@10 through each runtime. Medians throughout. Writes its section of bench/RESULTS.md.
+
+    .venv/bin/python bench/startup.py [--starts 5] [--queries 300] [--runtimes torch,onnx,openvino]
+
+Each runtime gets its own indexes (bench/out/startup/<runtime>/, made by `retriever index` once
+and reused); a first start per runtime, not counted, makes the export and OpenVINO's compiled blob
+in the model cache. Starts are interleaved across runtimes so a busy machine slows all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from report import ROOT, SCIFACT, scifact_queries, write_section
+
+BIN = Path(sys.executable).parent
+OUT = ROOT / "bench" / "out" / "startup"
+TOOLS = ("retriever_search", "bm25_search", "retriever_hybrid_search")
+RUNTIMES = {"torch": "fp32", "onnx": "int8", "openvino": "auto"}  # auto: bf16 where the CPU has it
+
+
+def sets(runtime: str) -> list[str]:
+    out = OUT / runtime
+    pairs = {"corpus_path": SCIFACT / "corpus.jsonl", "embedding_path": out / "embedding.npy",
+             "docs_path": out / "docs", "index_backend_configs.faiss.index_path": out / "faiss",
+             "backend_configs.bm25.save_path": out / "bm25",
+             "backend_configs.sentence_transformers.runtime": runtime,
+             "backend_configs.sentence_transformers.precision": RUNTIMES[runtime]}
+    return [x for k, v in pairs.items() for x in ("--set", f"{k}={v}")]
+
+
+def build(runtime: str) -> None:
+    if (OUT / runtime / "faiss" / "manifest.json").exists() and (OUT / runtime / "bm25" / "manifest.json").exists():
+        return
+    print(f"{runtime}: retriever index (once)...", file=sys.stderr)
+    subprocess.run([str(BIN / "retriever"), "--log-level", "WARNING", "index", "--overwrite", *sets(runtime)],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def ndcg(runtime: str, mode: str) -> float:
+    proc = subprocess.run([str(BIN / "retriever"), "--log-level", "WARNING", "eval", *sets(runtime), "--mode", mode,
+                           "--queries", str(SCIFACT / "queries.jsonl"), "--qrels", str(SCIFACT / "qrels" / "test.tsv"),
+                           "--json"], check=True, capture_output=True, text=True)
+    return float(json.loads(proc.stdout.strip().splitlines()[-1])["ndcg@10"])
+
+
+# ---- the server over stdio ------------------------------------------------------------------
+
+def server_pid() -> int:
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        if "serve" in " ".join(child.cmdline()):
+            return int(child.pid)
+    raise RuntimeError("no `retriever serve` child")
+
+
+def vm_hwm_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def torch_loaded(pid: int) -> bool:
+    """Whether libtorch is mapped into the process (importing torch maps it)."""
+    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+
+
+async def session(runtime: str, queries: list[str] | None) -> dict[str, Any]:
+    """Spawn `retriever serve --init` over stdio; time the first answer; with `queries`, time each
+    tool on them one query at a time and read the server's peak memory."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=str(BIN / "retriever"), cwd=str(ROOT),
+                                   args=["--log-level", "WARNING", "serve", "--init", "--tools", "full", *sets(runtime)])
+    res: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    with open(os.devnull, "w") as devnull:
+        async with stdio_client(params, errlog=devnull) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            res["initialized_s"] = time.perf_counter() - t0
+            first = await s.call_tool("retriever_search", {"query_list": ["what causes fever?"], "top_k": 10})
+            res["first_s"] = time.perf_counter() - t0
+            assert not first.is_error, first
+            pid = server_pid()
+            res["torch"] = torch_loaded(pid)
+            if queries:
+                for tool in TOOLS:
+                    lat = []
+                    for q in queries:
+                        t = time.perf_counter()
+                        r = await s.call_tool(tool, {"query_list": [q], "top_k": 10})
+                        lat.append(time.perf_counter() - t)
+                        assert not r.is_error, r
+                    res[f"{tool}_ms"] = statistics.median(lat) * 1000
+                res["peak_mb"] = vm_hwm_mb(pid)
+                res["torch"] = torch_loaded(pid)
+    return res
+
+
+# ---- the raw library calls, each runtime in a fresh process ---------------------------------
+
+RAW = r"""
+import json, sys, time, statistics
+from pathlib import Path
+import numpy as np, faiss
+runtime, precision, model, export, faiss_file, corpus, queries = json.loads(sys.argv[1])
+if runtime == "torch":
+    from sentence_transformers import SentenceTransformer
+    st = SentenceTransformer(model, device="cpu")
+    encode = lambda q: st.encode([q], normalize_embeddings=True)
+else:
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(Path(export) / "tokenizer.json"))
+    tok.no_padding(); tok.enable_truncation(256)
+    names = json.loads((Path(export) / "export.json").read_text())["inputs"]
+    if runtime == "onnx":
+        import onnxruntime as ort
+        sess = ort.InferenceSession(str(Path(export) / "model.onnx"), providers=["CPUExecutionProvider"])
+        run = lambda feeds: sess.run(None, feeds)[0]
+    else:
+        import openvino as ov
+        core = ov.Core(); core.set_property({"CACHE_DIR": str(Path(export) / "openvino-cache")})
+        hint = "bf16" if precision == "bf16" else "f32"
+        req = core.compile_model(core.read_model(str(Path(export) / "model.onnx")), "CPU",
+                                 {"INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY"}).create_infer_request()
+        run = lambda feeds: req.infer(feeds)[0]
+    def encode(q):
+        ids = np.array([tok.encode(q).ids], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        v = np.asarray(run({n: feeds[n] for n in names}), dtype=np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+index = faiss.read_index(faiss_file)
+import bm25s, Stemmer
+docs = [json.loads(l) for l in open(corpus)]
+stemmer = Stemmer.Stemmer("english")
+bm25 = bm25s.BM25(); bm25.index(bm25s.tokenize([" ".join(p for p in (d.get("title"), d.get("text")) if p) for d in docs],
+                                              stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+def timed(fn):
+    fn(queries[0]); lat = []
+    for q in queries:
+        t = time.perf_counter(); fn(q); lat.append(time.perf_counter() - t)
+    return statistics.median(lat) * 1000
+dense = timed(lambda q: index.search(encode(q), 10))
+sparse = timed(lambda q: bm25.retrieve(bm25s.tokenize([q], stopwords="en", stemmer=stemmer, show_progress=False),
+                                       k=10, show_progress=False))
+print(json.dumps({"dense_ms": dense, "bm25_ms": sparse}))
+"""
+
+
+def raw(runtime: str, queries: list[str]) -> dict[str, float]:
+    from retriever.config import load_config
+    from retriever.embedders.exported import export_folder
+
+    cfg = load_config(ROOT / "parameter.yaml")
+    export = export_folder(cfg)
+    precision = RUNTIMES[runtime]
+    if runtime == "openvino" and precision == "auto":
+        precision = json.loads((OUT / runtime / "faiss" / "manifest.json").read_text())["runtime"].split()[-1]
+    if runtime == "onnx" and precision == "int8":
+        export = export.with_name(f"{export.name}-int8")
+    manifest = json.loads((OUT / runtime / "faiss" / "manifest.json").read_text())
+    args = [runtime, precision, cfg.resolved_model(), str(export), str(OUT / runtime / "faiss" / manifest["data"]),
+            str(SCIFACT / "corpus.jsonl"), queries]
+    proc = subprocess.run([sys.executable, "-c", RAW, json.dumps(args)], capture_output=True, text=True, check=True)
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--starts", type=int, default=5, help="timed starts per runtime (median reported)")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--runtimes", default=",".join(RUNTIMES))
+    ap.add_argument("--no-quality", action="store_true", help="skip the nDCG@10 evals")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "RESULTS.md")
+    args = ap.parse_args()
+    runtimes = args.runtimes.split(",")
+    queries = scifact_queries(args.queries)
+    for rt in runtimes:
+        build(rt)
+        asyncio.run(session(rt, None))  # not counted: the export and compiled blobs made once
+    starts: dict[str, list[dict[str, Any]]] = {rt: [] for rt in runtimes}
+    for i in range(args.starts):
+        for rt in runtimes:
+            starts[rt].append(asyncio.run(session(rt, None)))
+            print(f"start {i + 1}/{args.starts} {rt}: {starts[rt][-1]['first_s']:.2f} s", file=sys.stderr)
+    long = {rt: asyncio.run(session(rt, queries)) for rt in runtimes}
+    raws = {rt: raw(rt, queries) for rt in runtimes}
+    quality = {} if args.no_quality else {(rt, m): ndcg(rt, m) for rt in runtimes for m in ("dense", "hybrid")}
+    labels = {rt: json.loads((OUT / rt / "faiss" / "manifest.json").read_text())["runtime"] for rt in runtimes}
+    write(args.out, runtimes, labels, starts, long, raws, quality, len(queries))
+
+
+def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[str, list[dict[str, Any]]],
+          long: dict[str, dict[str, Any]], raws: dict[str, dict[str, float]],
+          quality: dict[tuple[str, str], float], n: int) -> None:
+    def med(rt: str, key: str) -> float:
+        return statistics.median(s[key] for s in starts[rt])
+
+    def row(name: str, cells: list[str]) -> str:
+        return f"| {name} | " + " | ".join(cells) + " |"
+
+    cols = [labels[rt] for rt in runtimes]
+    lines = [
+        f"## Lean serving: start-up, memory and overhead by runtime (bench/startup.py, {time.strftime('%Y-%m-%d')})",
+        "",
+        f"SciFact (5,183 passages), {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}),"
+        f" `retriever serve --init` over stdio with the standard MCP client; medians of {len(starts[runtimes[0]])}"
+        f" starts per runtime (interleaved), {n} single queries per tool (top_k=10). Raw: the same runtime's"
+        " library calls (sentence-transformers, or tokenizers + onnxruntime / OpenVINO on the same export) and"
+        " FAISS on the server's own index file; bm25s built in process, as in bench/run.py.",
+        "",
+        row("", cols),
+        row("---", ["---"] * len(cols)),
+        row("start to `initialize` answered", [f"{med(rt, 'initialized_s'):.2f} s" for rt in runtimes]),
+        row("start to first answer (goal <= 1.5 s)", [f"**{med(rt, 'first_s'):.2f} s**" for rt in runtimes]),
+        row(f"server peak RSS after {n} queries x 3 tools (goal <= 400 MB lean)",
+            [f"**{long[rt]['peak_mb']:.0f} MB**" for rt in runtimes]),
+        row("torch loaded in the server", ["yes" if long[rt]["torch"] or any(s["torch"] for s in starts[rt]) else "no"
+                                           for rt in runtimes]),
+    ]
+    for tool, key in (("retriever_search", "dense_ms"), ("bm25_search", "bm25_ms")):
+        lines.append(row(f"{tool}: stdio / raw / overhead (goal <= +2 ms)",
+                         [f"{long[rt][f'{tool}_ms']:.1f} / {raws[rt][key]:.1f} / **{long[rt][f'{tool}_ms'] - raws[rt][key]:+.1f} ms**"
+                          for rt in runtimes]))
+    lines.append(row("retriever_hybrid_search over stdio", [f"{long[rt]['retriever_hybrid_search_ms']:.1f} ms"
+                                                            for rt in runtimes]))
+    if quality:
+        for mode in ("dense", "hybrid"):
+            lines.append(row(f"SciFact nDCG@10, {mode} (`retriever eval`)",
+                             [f"{quality[rt, mode]:.4f}" for rt in runtimes]))
+    write_section("lean serving", "\n".join(lines), out)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
