@@ -16,7 +16,7 @@ from .embedders import Embedder, build_embedder
 from .errors import IndexMismatchError
 from .filters import Filter
 from .filters import parse as parse_filter
-from .indexes import IndexBackend, VectorIndex, View, backend_for
+from .indexes import DocumentStore, VectorBackend, VectorIndex, View, backend_for
 from .indexes.bm25 import BM25Index
 from .store.collection import ChangeLog, Collection
 from .store.corpus import DocStore
@@ -33,16 +33,13 @@ class Session:
     snapshot sees one consistent collection, model and index while a rebuild runs beside it."""
 
     config: Config
-    collection: Collection  # the corpus and the change log, by row
+    collection: Collection  # the corpus and the change log, by row (empty where `held` holds the documents)
     embedder: Embedder | None
     dense: VectorIndex | None
     bm25: BM25Index | None
+    backend: VectorBackend  # where the vectors live (indexes.backend_for)
+    held: DocumentStore | None  # the backend holds the documents too (Milvus demo / full_text): writes go there
     warnings: tuple[str, ...] = ()
-
-    @property
-    def backend(self) -> IndexBackend:
-        """The dense index backend the config selects (stateless, chosen by config)."""
-        return backend_for(self.config)
 
     @property
     def docs(self) -> DocStore | None:
@@ -54,9 +51,9 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     """Open the corpus and change log, build the embedder, load the saved indexes (refusing any
     that does not match; with `overwrite` it is skipped with a warning, to be rebuilt). An
     `embedder` given is used instead of building one (another collection, the same model)."""
-    holds = backend_for(cfg).holds_documents  # the index backend keeps the documents: no corpus file here
+    backend, held = backend_for(cfg)  # chosen here, once: the session carries both
     docs = None
-    if cfg.corpus_path is not None and not holds:
+    if cfg.corpus_path is not None and held is None:  # a backend holding the documents: no corpus file here
         path = cfg.corpus_path if cfg.chunking.by == "none" else chunked_corpus(cfg)
         docs = DocStore.open(path, cfg.duplicate_ids, cfg.is_multimodal)
     paths = cfg.paths()
@@ -64,10 +61,10 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     if embedder is None and cfg.backend != "bm25":
         embedder = build_embedder(cfg)
     warnings: list[str] = list(embedder.warnings) if embedder else []
-    draft = Session(cfg, collection, embedder, None, None)
+    draft = Session(cfg, collection, embedder, None, None, backend, held)
     dense = _guard(cfg, warnings, lambda: load_dense(draft, warnings))
-    bm25 = _guard(cfg, warnings, lambda: load_bm25(draft, warnings))
-    return Session(cfg, collection, embedder, dense, bm25, tuple(warnings))
+    bm25 = None if held is not None else _guard(cfg, warnings, lambda: load_bm25(draft, warnings))
+    return Session(cfg, collection, embedder, dense, bm25, backend, held, tuple(warnings))
 
 
 def _guard(cfg: Config, warnings: list[str], load: Any) -> Any:
@@ -120,8 +117,6 @@ def ahead_of_log(index: BM25Index, c: Collection) -> bool:
 def load_bm25(s: Session, warnings: list[str]) -> BM25Index | None:
     """The saved BM25 index, with the documents added since it was built as its delta (or
     rebuilt over the live documents when the changes since pass rebuild_fraction)."""
-    if s.backend.holds_documents:
-        return None
     bcfg = s.config.backend_configs.bm25
     folder = s.config.paths().bm25
     index = BM25Index.load(folder, bcfg)

@@ -112,17 +112,18 @@ def get_document(engine: Retriever, r: GetRequest) -> Payload:
     from ..documents.windows import merge, neighbours
 
     opened(engine)
-    collection = engine.searched("get_document", r.collection).collection
+    fetch = engine.fetcher("get_document", r.collection)
+    ids = as_queries(r.ids, "ids")
+    found = fetch(ids)
     docs, missing = [], []
-    for doc_id in as_queries(r.ids, "ids"):
-        row = collection.row_of.get(doc_id)
-        if row is None:
+    for doc_id in ids:
+        doc = found.get(doc_id)
+        if doc is None:
             missing.append(doc_id)
             continue
-        doc = collection.get(row)
         entry: dict[str, Any] = {"id": doc.id, "text": doc.text, "metadata": doc.metadata}
         if r.around:
-            chunks = neighbours(collection, doc, r.around, r.around)
+            chunks = neighbours(fetch, doc, r.around, r.around)
             entry["context"] = {"ids": [d.id for d in chunks], "text": merge(chunks)}
         docs.append(entry)
     return {"documents": docs, "missing": missing}

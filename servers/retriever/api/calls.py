@@ -106,11 +106,11 @@ def neighbors(engine: Retriever, r: NeighborsRequest) -> Payload:
     """A chunk and the chunks around it in its document, merged without repeated overlaps."""
     from ..documents.windows import merge, neighbours
 
-    collection = engine.need("retriever_get_neighbors").collection
-    row = collection.row_of.get(r.id)
-    if row is None:
+    fetch = engine.fetcher("retriever_get_neighbors")
+    doc = fetch([r.id]).get(r.id)
+    if doc is None:
         raise InvalidInputError(f"retriever_get_neighbors: no document {r.id!r}")
-    around = neighbours(collection, collection.get(row), r.before, r.after)
+    around = neighbours(fetch, doc, r.before, r.after)
     return {"ids": [d.id for d in around], "texts": [d.text for d in around], "merged": merge(around)}
 
 

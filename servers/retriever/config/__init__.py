@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -41,6 +41,9 @@ from .serving import (
     ToolsConfig,
 )
 
+# The index backends: each name has its case in indexes.backend_for (mypy checks the match is exhaustive).
+IndexBackendName = Literal["faiss", "milvus"]
+INDEX_BACKENDS: tuple[str, ...] = get_args(IndexBackendName)
 MINILM_ALIASES = {"", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
 
@@ -224,7 +227,7 @@ class Config(Section):
     collections_path: ResolvedPath = Path("index/collections")  # named collections: one folder each
     backend: Literal["sentence_transformers", "openai", "infinity", "bm25"] = "sentence_transformers"
     backend_configs: BackendConfigs = BackendConfigs()
-    index_backend: Literal["faiss", "milvus"] = "faiss"
+    index_backend: IndexBackendName = "faiss"
     index_backend_configs: IndexBackendConfigs = IndexBackendConfigs()
     hybrid: HybridConfig = HybridConfig()
     batch_size: int = Field(64, ge=1)

@@ -4,26 +4,29 @@ map), merged into one text by their character offsets so that overlaps are not r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..store.collection import Collection
 from ..types import Document, Hit
 
+Fetch = Callable[[Sequence[str]], dict[str, Document]]  # ids -> the documents of those that exist
 
-def neighbours(collection: Collection, doc: Document, before: int, after: int) -> list[Document]:
-    """`doc` and up to `before` / `after` chunks of its document around it, in order."""
+
+def neighbours(fetch: Fetch, doc: Document, before: int, after: int) -> list[Document]:
+    """`doc` and up to `before` / `after` chunks of its document around it, in order; `fetch`
+    reads them where the documents live (the collection, or the index backend holding them)."""
     source, split = doc.metadata.get("source_id"), doc.metadata.get("split_id")
     if source is None or not isinstance(split, int):
         return [doc]
-    out = []
-    for n in range(split - before, split + after + 1):
-        row = collection.row_of.get(f"{source}:{n}") if n != split else None
-        if n == split:
-            out.append(doc)
-        elif row is not None:
-            out.append(collection.get(row))
-    return out
+    found = fetch([f"{source}:{n}" for n in range(split - before, split + after + 1) if n != split])
+    return [doc if n == split else found[f"{source}:{n}"] for n in range(split - before, split + after + 1)
+            if n == split or f"{source}:{n}" in found]
+
+
+def rows_of(collection: Collection) -> Fetch:
+    """`fetch` over a collection's rows."""
+    return lambda ids: {i: collection.get(collection.row_of[i]) for i in ids if i in collection.row_of}
 
 
 def merge(chunks: Sequence[Document]) -> str:
@@ -49,7 +52,7 @@ def with_windows(collection: Collection, results: list[list[Hit]], window: int) 
     for hits in results:
         row_hits = []
         for h in hits:
-            around = neighbours(collection, collection.get(h.row), window, window)
+            around = neighbours(rows_of(collection), collection.get(h.row), window, window)
             row_hits.append(replace(h, text=merge(around), metadata={**h.metadata,
                                                                      "window_ids": [d.id for d in around]}))
         out.append(row_hits)

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..documents.split import chunk_records, chunks_of
 from ..errors import InvalidInputError
 from ..filters import parse as parse_filter
 from ..security.limits import check_count
 from ..session import Session
 from ..store.collection import parse_documents
-from . import changes
+from .documents import documents_of
 
 
 def ingest(s: Session, source_id: str, text: str, metadata: dict[str, Any],
@@ -29,11 +27,12 @@ def ingest(s: Session, source_id: str, text: str, metadata: dict[str, Any],
     if not chunks:
         raise InvalidInputError(f"retriever_ingest: {source_id!r} has no text")
     docs = parse_documents(list(chunk_records(metadata, text, chunks, source_id)))
-    same_source = parse_filter({"field": "meta.source_id", "operator": "==", "value": source_id})
-    old = {s.collection.ids[r] for r in np.flatnonzero(s.collection.mask(same_source)).tolist()}
-    s, report = changes.add(s, docs, progress)
-    stale = sorted(old - {d.id for d in docs})
-    if stale:
-        s, _ = changes.delete(s, stale, None, progress)
+    where = documents_of(s)
+    s, report = where.add(s, docs, progress)
+    # the source's chunks from an earlier, longer version: removed once the new ones are in
+    stale = parse_filter({"operator": "AND", "conditions": [
+        {"field": "meta.source_id", "operator": "==", "value": source_id},
+        {"field": "id", "operator": "not in", "value": [d.id for d in docs]}]})
+    s, removed = where.delete(s, [], stale, progress)
     return s, {"source_id": source_id, "ids": [d.id for d in docs], "replaced": report["replaced"],
-               "removed": len(stale), "documents": len(s.collection)}
+               "removed": removed["deleted"], "documents": removed["documents"]}

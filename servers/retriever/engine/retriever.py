@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +19,6 @@ import numpy as np
 from ..config import Config, HybridConfig, load_config
 from ..embedders import Embedder
 from ..errors import (
-    AlreadyExistsError,
     IndexMismatchError,
     IndexMissingError,
     InvalidInputError,
@@ -29,15 +28,13 @@ from ..errors import (
 )
 from ..filters import parse as parse_filter
 from ..indexes import View, backend_for, check_backend
-from ..search import BM25, KINDS, Dense, Hybrid, Ranker, learned_sparse, rerank, run, stored
+from ..search import BM25, KINDS, Dense, Hybrid, Ranker, learned_sparse, run
 from ..search.fanout import fanout
 from ..search.hybrid import hybrid_options
 from ..search.rankers import text_only
 from ..search.results import as_queries, check_top_k, pick, search_groups
-from ..search.stages import apply, stages
 from ..security.guard import check_client_config, check_path
-from ..security.limits import chunked
-from ..session import Session, bm25_manifest, build_bm25, open_session
+from ..session import Session, open_session
 from ..store.catalog import collection_names, describe, recorded_corpus, remember_corpus
 from ..store.collection import parse_documents
 from ..store.corpus import DocStore
@@ -45,8 +42,8 @@ from ..store.embedfile import open_embeddings, write_embeddings
 from ..store.locks import collection_lock
 from ..store.manifests import dense_manifest, runtime_record
 from ..store.persist import read_manifest
-from ..types import Hit
-from . import changes
+from ..types import Document, Hit
+from .documents import documents_of
 
 log = logging.getLogger(__name__)
 RowRankings = tuple[Sequence[np.ndarray], Sequence[np.ndarray]]  # per query: rows best first, scores
@@ -111,9 +108,7 @@ class Retriever:
             out["runtime"] = s.embedder.runtime
             out["runtime_reason"] = s.embedder.runtime_reason
         out["dense_index"] = len(s.dense) if s.dense is not None else None
-        out["bm25_index"] = s.bm25.live_documents(s.collection.live) if s.bm25 is not None else None
-        if s.backend.ranks_text:  # BM25 lives in the Milvus collection, beside the dense vectors
-            out["bm25_index"] = out["dense_index"]
+        out["bm25_index"] = documents_of(s).text_documents(s)
         if s.warnings:
             out["warnings"] = list(s.warnings)
         return out
@@ -204,25 +199,18 @@ class Retriever:
         `filters` (see filters.py) limits the candidates before the top k is taken;
         `collection_name` searches that collection (None: the current one); `ann` sets an ANN
         index's nprobe / efSearch for this call (None: the YAML's)."""
-        s = self.searched("retriever_search", collection_name)
-        embedder = self._embedder_of(s, "retriever_search")
-        queries, k = as_queries(query_list), self._k(s, top_k)
-        if s.backend.holds_documents:
-            return chunked(lambda qs: self._stored_hits(s, embedder, qs, k, query_instruction, score_threshold,
-                                                        scale_score, filters, ann), queries, s.config.limits, k)
-        return run.search(s, Dense(query_instruction, ann), queries, k, filters, scale_score, score_threshold)
+        return self.find("retriever_search", Dense(query_instruction, ann), query_list, top_k, filters, scale_score,
+                         score_threshold, collection_name)
 
-    def _stored_hits(self, s: Session, embedder: Embedder, queries: list[str], top_k: int,
-                     query_instruction: str | None, threshold: float | None, scale_score: bool,
-                     filters: dict[str, Any] | None, ann: dict[str, int] | None) -> list[list[Hit]]:
-        """Hits straight from an index backend that holds the documents (Milvus demo mode)."""
-        vectors = embedder.encode_queries(queries, pick(query_instruction, s.config.query_instruction))
-        f = None if filters is None else parse_filter(filters)
-        reranking = rerank.plan(s.config.rerank, s.config.is_multimodal)  # the cross-encoder stage (search/rerank.py)
-        depth = top_k if reranking is None else reranking.retrieve(top_k)
-        found = s.backend.hits(View(s.config, s.collection, embedder), s.dense, vectors, depth, f, ann)
-        found = rerank.after(reranking, queries, found, top_k)
-        return apply(found, stages(Dense().scale(s) if scale_score and reranking is None else None, threshold))
+    def find(self, tool: str, ranker: Ranker, query_list: str | Sequence[str], top_k: int | None = None,
+             filters: dict[str, Any] | None = None, scale_score: bool = False, score_threshold: float | None = None,
+             collection_name: str | None = None) -> list[list[Hit]]:
+        """The one search of every kind: `ranker` is the kind with its options (search/rankers.py:
+        Dense, BM25, Hybrid, learned_sparse.Sparse), searched where the session's documents live
+        (documents.py). The tools' search methods below are its named forms."""
+        s = self.searched(tool, collection_name)
+        return documents_of(s).search(s, ranker, as_queries(query_list), self._k(s, top_k), filters, scale_score,
+                                   score_threshold)
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None, score_threshold: float | None = None,
@@ -238,35 +226,15 @@ class Retriever:
     def bm25_index(self, overwrite: bool | None = None, progress: bool = True) -> dict[str, Any]:
         with self._writing("bm25_index") as s:
             text_only(s, "bm25_index")
-            if s.backend.ranks_text:  # Milvus fills its BM25 field as documents are written: nothing to build
-                return {"collection": s.config.collection_name or "default", "full_text": True,
-                        "documents": len(s.dense) if s.dense is not None else 0,
-                        "lang": s.config.backend_configs.bm25.lang}
-            if s.backend.holds_documents:
-                raise NotYetSupportedError("demo mode keeps the documents only in the index backend; BM25 and hybrid "
-                                           "search need a corpus here: set is_demo: false")
-            folder = s.config.paths().bm25
-            if read_manifest(folder) is not None and not pick(overwrite, s.config.overwrite):
-                raise AlreadyExistsError(f"a BM25 index exists at {folder}; pass overwrite=true to rebuild it")
-            if not len(s.collection):
-                raise IndexMissingError("the collection has no documents; set corpus_path or call retriever_add")
-            index = build_bm25(s, progress)
-            manifest = bm25_manifest(s)
-            remember_corpus(s.config)
-            index.save(folder, manifest)
-            self._publish(s, bm25=index)
-            return {"save_path": str(folder), **manifest, "documents": len(s.collection),
-                    "lang": s.config.backend_configs.bm25.lang}
+            self.session, report = documents_of(s).bm25_index(s, pick(overwrite, s.config.overwrite), progress)
+            return report
 
     def bm25_search(self, query_list: str | Sequence[str], top_k: int | None = None,
                     score_threshold: float | None = None, scale_score: bool = False,
                     filters: dict[str, Any] | None = None, collection_name: str | None = None) -> list[list[Hit]]:
         """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
-        s = self.searched("bm25_search", collection_name)
-        if s.backend.ranks_text:  # Milvus full_text: Milvus ranks BM25 (search/stored.py)
-            f = None if filters is None else parse_filter(filters)
-            return stored.bm25(s, as_queries(query_list), self._k(s, top_k), f, scale_score, score_threshold)
-        return run.search(s, BM25(), as_queries(query_list), self._k(s, top_k), filters, scale_score, score_threshold)
+        return self.find("bm25_search", BM25(), query_list, top_k, filters, scale_score, score_threshold,
+                         collection_name)
 
     # ---- learned sparse (search/learned_sparse.py) ---------------------------------------------
 
@@ -274,17 +242,15 @@ class Retriever:
         """Encode the live documents with the YAML's sparse model into the inverted index."""
         with self._writing("sparse_index") as s:
             text_only(s, "sparse_index")
-            if s.backend.holds_documents:
-                raise NotYetSupportedError("sparse_index needs a corpus here, not documents kept in Milvus only")
+            documents_of(s).rows(s, "sparse_index")
             return learned_sparse.build(s, pick(overwrite, s.config.overwrite))
 
     def sparse_search(self, query_list: str | Sequence[str], top_k: int | None = None,
                       score_threshold: float | None = None, scale_score: bool = False,
                       filters: dict[str, Any] | None = None, collection_name: str | None = None) -> list[list[Hit]]:
         """Learned-sparse search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
-        s = self.searched("sparse_search", collection_name)
-        return run.search(s, learned_sparse.Sparse(), as_queries(query_list), self._k(s, top_k), filters, scale_score,
-                          score_threshold)
+        return self.find("sparse_search", learned_sparse.Sparse(), query_list, top_k, filters, scale_score,
+                         score_threshold, collection_name)
 
     # ---- documents: add (upsert) and delete ----------------------------------------------------
 
@@ -297,7 +263,8 @@ class Retriever:
         with self._writing("retriever_add") as s:
             # an added image's relative path starts at the YAML's folder, as every path in a call
             images = (self.base_dir or Path.cwd()) if s.config.is_multimodal else None
-            self.session, report = changes.add(s, parse_documents(documents, images, self.resolve_path), progress)
+            self.session, report = documents_of(s).add(s, parse_documents(documents, images, self.resolve_path),
+                                                        progress)
             return report
 
     def ingest(self, source_id: str, text: str, metadata: dict[str, Any] | None = None,
@@ -316,13 +283,18 @@ class Retriever:
             if ids is None and filters is None:
                 raise InvalidInputError("retriever_delete needs ids, filters or both")
             f = None if filters is None else parse_filter(filters)
-            self.session, report = changes.delete(s, as_queries(ids, "ids") if ids is not None else [], f, progress)
+            self.session, report = documents_of(s).delete(s, as_queries(ids, "ids") if ids is not None else [], f, progress)
             return report
+
+    def fetcher(self, tool: str, collection_name: str | None = None) -> Callable[[Sequence[str]], dict[str, Document]]:
+        """Reads documents by id where the session's documents live (documents.py)."""
+        s = self.searched(tool, collection_name)
+        return lambda ids: documents_of(s).get(s, ids)
 
     def list_collections(self) -> dict[str, Any]:
         """Every collection of the configured store: its documents, model, dimension, indexes."""
         cfg = self.config
-        held = backend_for(cfg).describe(cfg)
+        held = backend_for(cfg)[0].describe(cfg)
         if held is not None:
             return {"collections": held}
         return {"collections": [describe(cfg.model_copy(update={"collection_name": name}))
@@ -343,12 +315,8 @@ class Retriever:
         self._embedder_of(s, "retriever_hybrid_search")
         h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
                            candidate_depth=candidate_depth)
-        if s.backend.ranks_text:  # Milvus full_text: both lists from Milvus, fused here (search/stored.py)
-            f = None if filters is None else parse_filter(filters)
-            return stored.hybrid(s, self._embedder_of(s, "retriever_hybrid_search"), h, query_instruction, ann,
-                                 as_queries(query_list), self._k(s, top_k), f, scale_score, score_threshold)
-        return run.search(s, Hybrid(h, query_instruction, ann), as_queries(query_list), self._k(s, top_k), filters,
-                          scale_score, score_threshold)
+        return self.find("retriever_hybrid_search", Hybrid(h, query_instruction, ann), query_list, top_k, filters,
+                         scale_score, score_threshold, collection_name)
 
     def hybrid_batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                             **options: Any) -> list[list[list[Hit]]]:

@@ -71,13 +71,9 @@ class View:
 Vectors = Iterator[tuple[list[Document], np.ndarray]]  # documents and their vectors, a batch at a time
 
 
-class IndexBackend(Protocol):
-    """A dense index backend for one session's collection: load, build, describe, and, for a
-    backend that holds the documents itself (`holds_documents`: no corpus here), the writes and
-    hits that go straight to it. Chosen once from the config (indexes.backend_for)."""
-
-    holds_documents: bool
-    ranks_text: bool  # the backend ranks BM25 itself over the text it holds (Milvus full_text)
+class VectorBackend(Protocol):
+    """Where a collection's vectors live (FAISS files, a Milvus collection): load, build and
+    describe. Chosen once from the config (indexes.backend_for)."""
 
     def load(self, view: View, warnings: list[str]) -> VectorIndex | None:
         """The saved index, checked against the view (a mismatch raises IndexMismatchError) and
@@ -93,22 +89,34 @@ class IndexBackend(Protocol):
         """Every collection the backend holds; None when the collections are local folders."""
         ...
 
-    def hits(self, view: View, index: VectorIndex | None, vectors: np.ndarray, k: int,
-             f: Filter | None, ann: dict[str, int] | None = None) -> list[list[Hit]]:
-        """Hits with the text the backend stored (holds_documents only)."""
+
+class DocumentStore(Protocol):
+    """A backend that holds the documents themselves (Milvus with is_demo or full_text): there is
+    no corpus or change log here; writes, reads and hits go straight to it. A backend without one
+    (FAISS, Milvus holding vectors only) leaves the documents to the local change log."""
+
+    def hits(self, index: VectorIndex | None, vectors: np.ndarray, k: int, f: Filter | None,
+             ann: dict[str, int] | None = None) -> list[list[Hit]]:
+        """Dense hits with the text the backend stored."""
         ...
 
-    def text_hits(self, index: VectorIndex | None, queries: Sequence[str], k: int,
-                  f: Filter | None) -> list[list[Hit]]:
-        """BM25 hits ranked by the backend, with the text it stored (ranks_text only)."""
+    def text_hits(self, index: VectorIndex | None, queries: Sequence[str], k: int, f: Filter | None) -> list[list[Hit]]:
+        """BM25 hits ranked by the backend (NotYetSupportedError where it does not rank text)."""
+        ...
+
+    def text_index(self, index: VectorIndex | None) -> int | None:
+        """Documents BM25 ranks (None where the backend does not rank text)."""
+        ...
+
+    def get(self, index: VectorIndex | None, ids: Sequence[str]) -> list[Document]:
+        """The stored documents of `ids` that exist, in the order given."""
         ...
 
     def upsert(self, view: View, index: VectorIndex | None, docs: Sequence[Document],
                vectors: np.ndarray) -> tuple[VectorIndex, int]:
-        """Write documents straight to the backend (holds_documents only); the index and how many
-        ids it replaced."""
+        """Write documents (an id that exists is replaced): the index and how many it replaced."""
         ...
 
     def delete(self, index: VectorIndex | None, ids: Sequence[str], f: Filter | None) -> tuple[int, list[str]]:
-        """Delete straight in the backend (holds_documents only): how many, and the ids not found."""
+        """Delete by id and/or filter: how many, and the ids not found."""
         ...

@@ -3,18 +3,13 @@ vectors of the documents added since (the change log) appended at load."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ..errors import AlreadyExistsError, IndexMismatchError, IndexMissingError, NotYetSupportedError
-from ..filters import Filter
+from ..errors import AlreadyExistsError, IndexMismatchError, IndexMissingError
 from ..store.embedfile import open_embeddings
 from ..store.manifests import dense_manifest, runtime_record
 from ..store.persist import check_manifest, read_manifest
-from ..types import Document, Hit
 from .base import Change, VectorIndex, View, ann_settings
 from .faiss import FaissIndex
 
@@ -23,8 +18,7 @@ if TYPE_CHECKING:
 
 
 class FaissBackend:
-    holds_documents = False
-    ranks_text = False
+    """Vectors only: the documents live in the local corpus and change log."""
 
     def load(self, view: View, warnings: list[str]) -> VectorIndex | None:
         """The corpus index from disk (an empty one when there is no corpus) with the change
@@ -60,21 +54,6 @@ class FaissBackend:
 
     def describe(self, cfg: Config) -> list[dict[str, Any]] | None:
         return None  # the collections are local folders (session.describe)
-
-    def hits(self, view: View, index: VectorIndex | None, vectors: np.ndarray, k: int,
-             f: Filter | None, ann: dict[str, int] | None = None) -> list[list[Hit]]:
-        raise NotYetSupportedError("FAISS holds vectors only; hits are read from the corpus")
-
-    def text_hits(self, index: VectorIndex | None, queries: Sequence[str], k: int,
-                  f: Filter | None) -> list[list[Hit]]:
-        raise NotYetSupportedError("FAISS holds vectors only; BM25 is the local bm25s index")
-
-    def upsert(self, view: View, index: VectorIndex | None, docs: Sequence[Document],
-               vectors: np.ndarray) -> tuple[VectorIndex, int]:
-        raise NotYetSupportedError("FAISS collections change through the change log")
-
-    def delete(self, index: VectorIndex | None, ids: Sequence[str], f: Filter | None) -> tuple[int, list[str]]:
-        raise NotYetSupportedError("FAISS collections change through the change log")
 
 
 def with_log(view: View, index: VectorIndex) -> VectorIndex:

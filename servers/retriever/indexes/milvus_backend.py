@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import IndexMismatchError, IndexMissingError
+from ..errors import IndexMismatchError, IndexMissingError, NotYetSupportedError
 from ..filters import Filter
 from ..store.corpus import DocStore
 from ..store.embedfile import open_embeddings
@@ -34,10 +34,12 @@ log = logging.getLogger(__name__)
 
 
 class MilvusBackend:
+    """The vector backend of a Milvus collection; with `holds` (is_demo or full_text) also the
+    collection's document store (indexes.base.DocumentStore): backend_for hands it out as both."""
+
     def __init__(self, demo: bool, full_text: FullText | None = None) -> None:
         self.full_text = full_text
-        self.holds_documents = demo or full_text is not None
-        self.ranks_text = full_text is not None
+        self.holds = demo or full_text is not None
 
     def _store(self, cfg: Config) -> MilvusStore:
         """The session's collection, creating and searching BM25 as this session's settings say (a
@@ -52,7 +54,7 @@ class MilvusBackend:
         e = view.embedder
         if self.full_text is not None:
             return {"model": e.model_id, "dimension": e.dimension, "is_demo": True, "full_text": self.full_text.record()}
-        if self.holds_documents:
+        if self.holds:
             return {"model": e.model_id, "dimension": e.dimension, "is_demo": True}
         return {**dense_manifest(view.collection.base, e), "is_demo": False}
 
@@ -69,7 +71,7 @@ class MilvusBackend:
         info = store.info() or {}
         check_manifest(info, self.manifest(view), f"Milvus collection {store.collection!r}",
                        "call retriever_index(overwrite=true) to rebuild it, or pick another collection_name")
-        if self.holds_documents:
+        if self.holds:
             return MilvusIndex(store, None, info)
         rows = view.collection
         index = MilvusIndex(store, rows.row_of, info)
@@ -88,7 +90,7 @@ class MilvusBackend:
         cfg = view.config
         store = self._store(cfg)
         info = {**self.manifest(view), "log_generation": view.collection.changes.generation}
-        if self.holds_documents:
+        if self.holds:
             batches = _corpus_batches(view, embedding_file or cfg.paths().embedding)
         else:
             if view.collection.base is None:
@@ -98,7 +100,7 @@ class MilvusBackend:
                                       dense_manifest(view.collection.base, view.embedder))
             batches = _row_batches(view, vectors)
         index = build_collection(store, info, batches, overwrite)
-        index = index.with_rows(None if self.holds_documents else view.collection.row_of)
+        index = index.with_rows(None if self.holds else view.collection.row_of)
         return index, {"collection": store.collection, **info, "documents": len(index)}
 
     def describe(self, cfg: Config) -> list[dict[str, Any]]:
@@ -117,16 +119,25 @@ class MilvusBackend:
 
     # ---- demo mode: the documents live in Milvus ---------------------------------------------------
 
-    def hits(self, view: View, index: Any, vectors: np.ndarray, k: int, f: Filter | None,
+    def hits(self, index: Any, vectors: np.ndarray, k: int, f: Filter | None,
              ann: dict[str, int] | None = None) -> list[list[Hit]]:
-        if not isinstance(index, MilvusIndex):
-            raise IndexMissingError("the Milvus collection does not exist yet; call retriever_index or retriever_add")
-        return index.search_hits(vectors, k, f, ann)
+        return _held(index).search_hits(vectors, k, f, ann)
 
     def text_hits(self, index: Any, queries: Sequence[str], k: int, f: Filter | None) -> list[list[Hit]]:
+        if self.full_text is None:
+            raise NotYetSupportedError("demo mode keeps the documents only in Milvus, without BM25: set "
+                                       "index_backend_configs.milvus.full_text: true (Milvus 2.5 or later) for BM25 "
+                                       "and hybrid search there, or is_demo: false to keep a corpus here")
+        return _held(index).text_hits(queries, k, f)
+
+    def text_index(self, index: Any) -> int | None:
+        return None if self.full_text is None else (len(index) if index is not None else 0)
+
+    def get(self, index: Any, ids: Sequence[str]) -> list[Document]:
         if not isinstance(index, MilvusIndex):
-            raise IndexMissingError("the Milvus collection does not exist yet; call retriever_index or retriever_add")
-        return index.text_hits(queries, k, f)
+            return []
+        found = index.store.get(list(ids))
+        return [Document(i, found[i][0], found[i][1]) for i in ids if i in found]
 
     def upsert(self, view: View, index: Any, docs: Sequence[Document], vectors: np.ndarray) -> tuple[MilvusIndex, int]:
         if not isinstance(index, MilvusIndex):
@@ -139,14 +150,18 @@ class MilvusBackend:
         return index, replaced
 
     def delete(self, index: Any, ids: Sequence[str], f: Filter | None) -> tuple[int, list[str]]:
-        if not isinstance(index, MilvusIndex):
-            raise IndexMissingError("the Milvus collection does not exist yet; call retriever_index or retriever_add")
-        store = index.store
+        store = _held(index).store
         found = set(store.get(list(ids))) if ids else set()
         deleted = store.delete(ids=sorted(found)) if found else 0
         if f is not None:
             deleted += store.delete(expr=to_milvus(f, store.fields.id, store.fields.metadata))
         return deleted, [i for i in ids if i not in found]
+
+
+def _held(index: Any) -> MilvusIndex:
+    if not isinstance(index, MilvusIndex):
+        raise IndexMissingError("the Milvus collection does not exist yet; call retriever_index or retriever_add")
+    return index
 
 
 def _row_batches(view: View, vectors: np.ndarray) -> Vectors:

@@ -60,7 +60,7 @@ class Dense:
     def rows(self, s: Session, queries: list[str], depth: int,
              allowed: Allowed) -> tuple[Sequence[np.ndarray], Sequence[np.ndarray]]:
         if s.embedder is None:
-            raise NotYetSupportedError("dense search: backend is 'bm25', which has no embedder; use BM25 search")
+            raise NotYetSupportedError("dense search: backend is 'bm25', which has no embedder; use bm25_search")
         if s.dense is None:
             raise IndexMissingError("no dense index is loaded; call retriever_embed then retriever_index")
         vectors = s.embedder.encode_queries(queries, pick(self.query_instruction, s.config.query_instruction))
@@ -110,7 +110,7 @@ class Hybrid:
 
     def rank(self, s: Session, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
         if s.embedder is None:
-            raise NotYetSupportedError("hybrid search: backend is 'bm25', which has no embedder; use BM25 search")
+            raise NotYetSupportedError("hybrid search: backend is 'bm25', which has no embedder; use bm25_search")
         text_only(s, "hybrid search")
         if s.dense is None or s.bm25 is None:
             missing = [what for what, index in (("dense (retriever_embed, then retriever_index)", s.dense),

@@ -1,5 +1,5 @@
-"""BM25 and hybrid search where the index backend holds the documents and ranks BM25 itself
-(`ranks_text`: Milvus with `index_backend_configs.milvus.full_text`). There are no corpus rows
+"""Dense, BM25 and hybrid search where the index backend holds the documents (Milvus with is_demo,
+which ranks dense only, or with `index_backend_configs.milvus.full_text`, which ranks BM25 too). There are no corpus rows
 here: each retriever's hits come from the backend with their text, and hybrid fuses them by id
 with the same fusions as a local collection (fusion.py: adaptive, rrf, convex).
 
@@ -20,29 +20,45 @@ from collections.abc import Sequence
 from .. import compute
 from ..config import HybridConfig
 from ..embedders import Embedder
+from ..errors import NotYetSupportedError
 from ..filters import Filter
-from ..indexes import View
+from ..indexes import DocumentStore
 from ..security.limits import chunked
 from ..session import Session
 from ..types import Hit
 from . import rerank
 from .fusion import SCALERS
 from .hybrid import fused_hits, fused_scale
-from .rankers import text_only
+from .rankers import Dense, Hybrid, text_only
 from .results import pick
 from .stages import Hits, apply, stages
 
 AUTO_VECTOR_WEIGHT = 0.5  # vector_weight null in this mode (no local calibration)
 
 
-def bm25(s: Session, queries: list[str], k: int, f: Filter | None, scale_score: bool,
+def dense(s: Session, store: DocumentStore, ranker: Dense, queries: list[str], k: int, f: Filter | None,
+          scale_score: bool, threshold: float | None) -> Hits:
+    """Dense hits from the backend, `k` per query."""
+    embedder = _embedder(s, "dense search")
+    reranking = rerank.plan(s.config.rerank, s.config.is_multimodal)  # the cross-encoder stage (rerank.py)
+    depth = k if reranking is None else reranking.retrieve(k)
+    chain = stages(ranker.scale(s) if scale_score and reranking is None else None, threshold)
+
+    def one(chunk: list[str]) -> Hits:
+        vectors = embedder.encode_queries(chunk, pick(ranker.query_instruction, s.config.query_instruction))
+        return apply(rerank.after(reranking, chunk, store.hits(s.dense, vectors, depth, f, ranker.ann), k), chain)
+
+    return chunked(one, queries, s.config.limits, depth)
+
+
+def bm25(s: Session, store: DocumentStore, queries: list[str], k: int, f: Filter | None, scale_score: bool,
          threshold: float | None) -> Hits:
     """BM25 hits ranked by the backend, `k` per query."""
     text_only(s, "BM25 search")
     reranking = rerank.plan(s.config.rerank)  # the cross-encoder stage (rerank.py): scores its own, unscaled
     depth = k if reranking is None else reranking.retrieve(k)
     chain = stages(SCALERS["bm25"] if scale_score and reranking is None else None, threshold)
-    return chunked(lambda qs: apply(rerank.after(reranking, qs, s.backend.text_hits(s.dense, qs, depth, f), k),
+    return chunked(lambda qs: apply(rerank.after(reranking, qs, store.text_hits(s.dense, qs, depth, f), k),
                                     chain), queries, s.config.limits, depth)
 
 
@@ -51,11 +67,12 @@ def weights(h: HybridConfig) -> list[float]:
     return [vw, 1.0 - vw]
 
 
-def hybrid(s: Session, embedder: Embedder, h: HybridConfig, query_instruction: str | None,
-           ann: dict[str, int] | None, queries: list[str], k: int, f: Filter | None, scale_score: bool,
-           threshold: float | None) -> Hits:
+def hybrid(s: Session, store: DocumentStore, ranker: Hybrid, queries: list[str], k: int, f: Filter | None,
+           scale_score: bool, threshold: float | None) -> Hits:
     """Dense and BM25 hits from the backend, each `candidate_depth` deep, fused per query."""
+    embedder = _embedder(s, "hybrid search")
     text_only(s, "hybrid search")
+    h = ranker.options
     w = weights(h)
     reranking = rerank.plan(s.config.rerank)  # the cross-encoder stage (rerank.py): scores its own, unscaled
     top = k if reranking is None else reranking.retrieve(k)
@@ -63,15 +80,21 @@ def hybrid(s: Session, embedder: Embedder, h: HybridConfig, query_instruction: s
     normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
 
     def one(chunk: list[str]) -> Hits:
-        vectors = embedder.encode_queries(chunk, pick(query_instruction, s.config.query_instruction))
-        view = View(s.config, s.collection, embedder)
-        dense = compute.submit(s.backend.hits, view, s.dense, vectors, h.candidate_depth, f, ann)
-        text = s.backend.text_hits(s.dense, chunk, h.candidate_depth, f)
+        vectors = embedder.encode_queries(chunk, pick(ranker.query_instruction, s.config.query_instruction))
+        dense = compute.submit(store.hits, s.dense, vectors, h.candidate_depth, f, ranker.ann)
+        text = store.text_hits(s.dense, chunk, h.candidate_depth, f)
         fused = [fused_hits({"dense": d, "bm25": b}, h.fusion, w, h.rrf_k, top, _scales(h, d, b, normalized))
                  for d, b in zip(dense.result(), text)]
         return apply(rerank.after(reranking, chunk, fused, k), chain)
 
     return chunked(one, queries, s.config.limits, max(top, h.candidate_depth))
+
+
+def _embedder(s: Session, what: str) -> Embedder:
+    if s.embedder is None:
+        raise NotYetSupportedError(f"{what}: backend is 'bm25', which has no embedder; the index backend holds "
+                                   "the documents and their vectors")
+    return s.embedder
 
 
 def _scales(h: HybridConfig, dense: Sequence[Hit], text: Sequence[Hit], normalized: bool) -> dict[str, float]:

@@ -1,0 +1,163 @@
+"""Where a session's documents live, chosen once when the session opens (`Session.held`): in the
+local corpus and change log (`Local`: the vector index and BM25 follow the log), or in the index
+backend itself (`Held`: Milvus with is_demo or full_text, indexes.base.DocumentStore). Writes,
+reads and searches go through one of the two; nothing else asks which."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import AlreadyExistsError, IndexMissingError, NotYetSupportedError
+from ..filters import Filter
+from ..filters import parse as parse_filter
+from ..indexes import DocumentStore, View
+from ..search import BM25, Dense, Hybrid, Ranker, run, stored
+from ..session import Session, bm25_manifest, build_bm25
+from ..store.catalog import remember_corpus
+from ..store.persist import read_manifest
+from ..types import Document
+from . import changes
+
+Report = dict[str, Any]
+Hits = list[list[Any]]
+
+
+class Documents(Protocol):
+    def add(self, s: Session, docs: Sequence[Document], progress: bool) -> tuple[Session, Report]:
+        """Embed `docs` with the session's model and add them; an id that exists is replaced."""
+        ...
+
+    def delete(self, s: Session, ids: Sequence[str], f: Filter | None, progress: bool) -> tuple[Session, Report]:
+        """Delete by id and/or filter; ids not found are reported."""
+        ...
+
+    def get(self, s: Session, ids: Sequence[str]) -> dict[str, Document]:
+        """The documents of `ids` that exist, by id."""
+        ...
+
+    def search(self, s: Session, ranker: Ranker, queries: list[str], k: int, filters: dict[str, Any] | None,
+               scale_score: bool, threshold: float | None) -> Hits:
+        """Per query, its top `k` hits from `ranker` (the kind and its options) among what `filters` leaves."""
+        ...
+
+    def rows(self, s: Session, tool: str) -> None:
+        """Raise where `tool` needs the documents as local rows (a corpus file and change log here)."""
+        ...
+
+    def text_documents(self, s: Session) -> int | None:
+        """How many documents BM25 ranks (None: no BM25 index)."""
+        ...
+
+    def bm25_index(self, s: Session, overwrite: bool, progress: bool) -> tuple[Session, Report]:
+        """BM25 over the documents (bm25_index): the next session and the report."""
+        ...
+
+
+class Local:
+    """The corpus file and the change log hold the documents; the indexes follow the log (changes.py)."""
+
+    def add(self, s: Session, docs: Sequence[Document], progress: bool) -> tuple[Session, Report]:
+        vectors = s.embedder.encode_passages([d.text for d in docs]) if s.embedder is not None else None
+        replaced = sum(d.id in s.collection.row_of for d in docs)
+        model = s.embedder.model_id if s.embedder is not None else None
+        nxt = changes.commit(s, s.collection.with_added(docs, vectors, model), progress)
+        return nxt, {"added": len(docs) - replaced, "replaced": replaced, "documents": len(nxt.collection)}
+
+    def delete(self, s: Session, ids: Sequence[str], f: Filter | None, progress: bool) -> tuple[Session, Report]:
+        rows = {s.collection.row_of[i] for i in ids if i in s.collection.row_of}
+        if f is not None:
+            rows.update(np.flatnonzero(s.collection.mask(f)).tolist())
+        nxt = changes.commit(s, s.collection.with_deleted(rows), progress) if rows else s
+        return nxt, {"deleted": len(rows), "not_found": [i for i in ids if i not in s.collection.row_of],
+                     "documents": len(nxt.collection)}
+
+    def get(self, s: Session, ids: Sequence[str]) -> dict[str, Document]:
+        c = s.collection
+        return {i: c.get(c.row_of[i]) for i in ids if i in c.row_of}
+
+    def search(self, s: Session, ranker: Ranker, queries: list[str], k: int, filters: dict[str, Any] | None,
+               scale_score: bool, threshold: float | None) -> Hits:
+        return run.search(s, ranker, queries, k, filters, scale_score, threshold)
+
+    def rows(self, s: Session, tool: str) -> None:
+        return None
+
+    def text_documents(self, s: Session) -> int | None:
+        return s.bm25.live_documents(s.collection.live) if s.bm25 is not None else None
+
+    def bm25_index(self, s: Session, overwrite: bool, progress: bool) -> tuple[Session, Report]:
+        folder = s.config.paths().bm25
+        if read_manifest(folder) is not None and not overwrite:
+            raise AlreadyExistsError(f"a BM25 index exists at {folder}; pass overwrite=true to rebuild it")
+        if not len(s.collection):
+            raise IndexMissingError("the collection has no documents; set corpus_path or call retriever_add")
+        index = build_bm25(s, progress)
+        manifest = bm25_manifest(s)
+        remember_corpus(s.config)
+        index.save(folder, manifest)
+        return replace(s, bm25=index), {"save_path": str(folder), **manifest, "documents": len(s.collection),
+                                        "lang": s.config.backend_configs.bm25.lang}
+
+
+class Held:
+    """The index backend holds the documents (no corpus or change log here): everything goes to it."""
+
+    def __init__(self, store: DocumentStore) -> None:
+        self.store = store
+
+    def add(self, s: Session, docs: Sequence[Document], progress: bool) -> tuple[Session, Report]:
+        if s.embedder is None:
+            raise NotYetSupportedError("the index backend holds the documents and their vectors: use an embedding "
+                                       "backend, not 'bm25'")
+        vectors = s.embedder.encode_passages([d.text for d in docs])
+        index, replaced = self.store.upsert(View(s.config, s.collection, s.embedder), s.dense, docs, vectors)
+        return replace(s, dense=index), {"added": len(docs) - replaced, "replaced": replaced, "documents": len(index)}
+
+    def delete(self, s: Session, ids: Sequence[str], f: Filter | None, progress: bool) -> tuple[Session, Report]:
+        deleted, not_found = self.store.delete(s.dense, ids, f)
+        return s, {"deleted": deleted, "not_found": not_found, "documents": len(s.dense) if s.dense else 0}
+
+    def get(self, s: Session, ids: Sequence[str]) -> dict[str, Document]:
+        return {d.id: d for d in self.store.get(s.dense, ids)}
+
+    def search(self, s: Session, ranker: Ranker, queries: list[str], k: int, filters: dict[str, Any] | None,
+               scale_score: bool, threshold: float | None) -> Hits:
+        f = None if filters is None else parse_filter(filters)
+        match ranker:
+            case Dense():
+                return stored.dense(s, self.store, ranker, queries, k, f, scale_score, threshold)
+            case BM25():
+                return stored.bm25(s, self.store, queries, k, f, scale_score, threshold)
+            case Hybrid():
+                return stored.hybrid(s, self.store, ranker, queries, k, f, scale_score, threshold)
+        raise NotYetSupportedError(f"{type(ranker).__name__.lower()} search needs a corpus here: the index backend "
+                                   "holds the documents and ranks dense, BM25 and hybrid only")
+
+    def rows(self, s: Session, tool: str) -> None:
+        raise NotYetSupportedError(f"{tool} needs a corpus here, not documents kept in the index backend only: set "
+                                   "is_demo: false and full_text: false")
+
+    def text_documents(self, s: Session) -> int | None:
+        return self.store.text_index(s.dense)
+
+    def bm25_index(self, s: Session, overwrite: bool, progress: bool) -> tuple[Session, Report]:
+        """Nothing to build: the backend fills its BM25 field as documents are written (full_text)."""
+        held = self.text_documents(s)
+        if held is None:
+            raise NotYetSupportedError("demo mode keeps the documents only in Milvus, without BM25: set "
+                                       "index_backend_configs.milvus.full_text: true (Milvus 2.5 or later), or "
+                                       "is_demo: false to keep a corpus here")
+        return s, {"collection": s.config.collection_name or "default", "full_text": True, "documents": held,
+                   "lang": s.config.backend_configs.bm25.lang}
+
+
+LOCAL = Local()
+
+
+def documents_of(s: Session) -> Documents:
+    """The session's documents: the one place that tells the two apart."""
+    return LOCAL if s.held is None else Held(s.held)
