@@ -25,3 +25,7 @@ class Hit:
     metadata: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, tuple[int, float] | None] | None = None  # retriever -> (rank, score)
     collection: str | None = None  # set by a fan-out search: the collection the hit came from
+
+
+Hits = list[list[Hit]]  # per query, its hits best first
+Payload = dict[str, Any]  # a tool's reply, as JSON

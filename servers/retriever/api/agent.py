@@ -13,11 +13,12 @@ from pydantic import Field
 from ..errors import IndexMissingError
 from ..search.rankers import MODES
 from ..search.results import as_queries
+from ..types import Payload
 from . import calls
 from .fields import Filters
 from .models import SEARCH_REQUESTS, Request
 from .models import AddRequest as ClassicAdd
-from .replies import Payload, budgeted
+from .replies import budgeted
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError
 from ..search import deployed, rerank
+from ..types import Hits, Payload
 from . import llm_calls
 from .hits import FUSION, HITS, SEARCHED, depth, shape
 from .models import (
@@ -33,7 +34,6 @@ from .models import (
     ProjectMemorySearchRequest,
     SearchRequest,
 )
-from .replies import Hits, Payload
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever

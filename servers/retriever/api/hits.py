@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..types import Hits
 from .models import SCORES, BM25SearchRequest, HybridSearchRequest, Request, SearchRequest
-from .replies import Hits, Shape
+from .replies import Shape
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever

@@ -16,6 +16,7 @@ from ..search.fusion import rrf
 from ..search.results import as_queries
 from ..security.limits import check_count, check_limits
 from ..store.locks import collection_lock
+from ..types import Hits, Payload
 from .hits import HITS
 from .models import (
     SCORES,
@@ -28,7 +29,6 @@ from .models import (
     RewriteRequest,
     SearchRequest,
 )
-from .replies import Hits, Payload
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever

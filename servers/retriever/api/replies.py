@@ -21,9 +21,6 @@ from ..config import ReplyConfig
 from ..search.results import regroup
 from ..types import Hit
 
-Payload = dict[str, Any]  # a reply
-Hits = list[list[Hit]]  # one list of hits per query
-
 TEXT_COPY_LIMIT = 64 * 1024
 HTTP_EVENT_BYTES = 900_000  # the stock client refuses an SSE event over 1 MiB; leave room for the envelope
 HIT_OVERHEAD = 48  # bytes of JSON per hit besides its text, id and metadata (score, separators, sources)

@@ -19,11 +19,10 @@ from ..search import BM25, Dense, Hybrid, Ranker, run, stored
 from ..session import Session, bm25_manifest, build_bm25
 from ..store.catalog import remember_corpus
 from ..store.persist import read_manifest
-from ..types import Document
+from ..types import Document, Hits
 from . import changes
 
 Report = dict[str, Any]
-Hits = list[list[Any]]
 
 
 class Documents(Protocol):

@@ -75,7 +75,7 @@ MAX_TOP_K = 16384  # Milvus's limit on `limit` for a search
 STRONG = "Strong"
 CONSISTENCY_LEVELS = ("Strong", "Bounded", "Session", "Eventually")
 
-Hit = tuple[str, float, str, dict[str, Any]]
+Found = tuple[str, float, str, dict[str, Any]]  # id, score, text, metadata
 
 
 def _chunks(n: int, size: int) -> Iterator[slice]:
@@ -377,7 +377,7 @@ class MilvusStore:
         return out
 
     def search(self, vectors: np.ndarray, k: int, expr: str | None = None,
-               ann: dict[str, int] | None = None) -> list[list[Hit]]:
+               ann: dict[str, int] | None = None) -> list[list[Found]]:
         """Top `k` per query vector, best first: (id, score, text, metadata). `ann`: nprobe
         (IVF_* indexes) or efSearch (HNSW) for this search, over the configured search_params."""
         if not 1 <= k <= MAX_TOP_K:
@@ -394,7 +394,7 @@ class MilvusStore:
         )
         return self._hits(results)
 
-    def text_search(self, queries: Sequence[str], k: int, expr: str | None = None) -> list[list[Hit]]:
+    def text_search(self, queries: Sequence[str], k: int, expr: str | None = None) -> list[list[Found]]:
         """BM25 top `k` per query text, best first, scored by Milvus (a full_text collection only;
         the query's terms are ours, or Milvus analyses it: full_text_analyzer). Scores are BM25 scores
         (Lite's negated distance turned back)."""
@@ -407,7 +407,7 @@ class MilvusStore:
             return []
         f, analysed = self.fields, self.full_text.analysed(list(queries))
         asked = [i for i, q in enumerate(analysed) if q.strip()]  # a query of stop words only finds nothing
-        out: list[list[Hit]] = [[] for _ in analysed]
+        out: list[list[Found]] = [[] for _ in analysed]
         if not asked:
             return out
         results = self._read(
@@ -440,7 +440,7 @@ class MilvusStore:
             self._loaded = True
         return None
 
-    def _hits(self, results: Any) -> list[list[Hit]]:
+    def _hits(self, results: Any) -> list[list[Found]]:
         """(id, score, text, metadata) per hit. Lite keys a hit's id by the primary field's name;
         the 2.3.5 server's reply names no primary field, so pymilvus keys it "id"."""
         f = self.fields

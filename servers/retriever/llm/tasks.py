@@ -13,7 +13,7 @@ from ..types import Hit
 from .client import ChatClient
 from .prompts import numbered, render
 
-Hits = list[Hit]
+Ranked = list[Hit]  # one query's hits
 
 
 def _field(answer: Any, key: str, kind: type | tuple[type, ...], what: str) -> Any:
@@ -64,8 +64,8 @@ def judge(llm: ChatClient, query: str, passages: list[str]) -> Judgement:
     return Judgement(sufficient, float(confidence), missing)
 
 
-def rerank(llm: ChatClient, queries: list[str], hits: list[Hits], method: str, depth: int,
-           batch_size: int) -> tuple[list[Hits], list[str]]:
+def rerank(llm: ChatClient, queries: list[str], hits: list[Ranked], method: str, depth: int,
+           batch_size: int) -> tuple[list[Ranked], list[str]]:
     """Each query's first `depth` hits in the model's order; the hits after them kept behind, in
     their order. A query whose rerank fails keeps its ranking, with a warning."""
     if method not in RERANKERS:
@@ -91,7 +91,7 @@ def _order(answer: Any, n: int) -> list[int]:
     return picked + [i for i in range(n) if i not in picked]
 
 
-def listwise(llm: ChatClient, query: str, hits: Hits, batch_size: int) -> Hits:
+def listwise(llm: ChatClient, query: str, hits: Ranked, batch_size: int) -> Ranked:
     """RankGPT's sliding window: windows of `batch_size` from the bottom up, half a window a step,
     so the best of each window climbs into the next."""
     ranked = list(hits)
@@ -106,7 +106,7 @@ def listwise(llm: ChatClient, query: str, hits: Hits, batch_size: int) -> Hits:
         start = max(start - step, 0)
 
 
-def pointwise(llm: ChatClient, query: str, hits: Hits, batch_size: int) -> Hits:
+def pointwise(llm: ChatClient, query: str, hits: Ranked, batch_size: int) -> Ranked:
     """Each hit scored 0..10 (`batch_size` per request); sorted by that score, ties in retrieval
     order; each hit's score becomes the model's."""
     batches = [hits[i : i + batch_size] for i in range(0, len(hits), batch_size)]

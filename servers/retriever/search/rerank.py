@@ -22,10 +22,9 @@ from typing import Any, Protocol
 from ..config.ranking import RerankConfig
 from ..errors import CancelledWork, EmbeddingServerError, MissingDependencyError
 from ..security.redaction import detail
-from ..types import Hit
+from ..types import Hit, Hits
 
 log = logging.getLogger(__name__)
-Hits = list[list[Hit]]
 
 _WARNINGS: ContextVar[list[str] | None] = ContextVar("retriever_rerank_warnings", default=None)
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from ..security.limits import chunked
 from ..session import Allowed, Session, candidates
-from ..types import Hit
+from ..types import Hit, Hits
 from . import rerank
 from .hybrid import Fused, fused_rows, fused_scale
 from .rankers import Ranker
 from .results import as_groups, build_hits, search_groups
-from .stages import Hits, apply, stages
+from .stages import apply, stages
 
 
 def hits_of(s: Session, ranked: Sequence[Fused]) -> Hits:

@@ -8,9 +8,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..errors import InvalidInputError
-from ..types import Hit
+from ..types import Hits
 
-Hits = list[list[Hit]]
 Stage = Callable[[Hits], Hits]
 
 

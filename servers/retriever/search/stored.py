@@ -25,13 +25,13 @@ from ..filters import Filter
 from ..indexes import DocumentStore
 from ..security.limits import chunked
 from ..session import Session
-from ..types import Hit
+from ..types import Hit, Hits
 from . import rerank
 from .fusion import SCALERS
 from .hybrid import fused_hits, fused_scale
 from .rankers import Dense, Hybrid, text_only
 from .results import pick
-from .stages import Hits, apply, stages
+from .stages import apply, stages
 
 AUTO_VECTOR_WEIGHT = 0.5  # vector_weight null in this mode (no local calibration)
 

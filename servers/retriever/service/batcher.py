@@ -40,14 +40,13 @@ from ..config import DeployConfig
 from ..search.results import as_queries, regroup
 from ..security.guard import FROM_CLIENT
 from ..security.limits import CANCEL, check_limits
-from ..types import Hit
+from ..types import Hit, Payload
 from .metrics import Metrics
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
 
 log = logging.getLogger(__name__)
-Payload = dict[str, Any]
 SHAPE_ONLY = {"query_list", "return_text", "return_metadata", "max_bytes", "max_chars"}  # no effect on the hits
 
 
