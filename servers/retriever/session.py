@@ -37,7 +37,7 @@ class Session:
     embedder: Embedder | None
     dense: VectorIndex | None
     bm25: BM25Index | None
-    backend: VectorBackend  # where the vectors live (indexes.backend_for)
+    index_backend: VectorBackend  # where the vectors live (indexes.backend_for; `backend` is the embedding one)
     held: DocumentStore | None  # the backend holds the documents too (Milvus demo / full_text): writes go there
     warnings: tuple[str, ...] = ()
 
@@ -51,7 +51,7 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     """Open the corpus and change log, build the embedder, load the saved indexes (refusing any
     that does not match; with `overwrite` it is skipped with a warning, to be rebuilt). An
     `embedder` given is used instead of building one (another collection, the same model)."""
-    backend, held = backend_for(cfg)  # chosen here, once: the session carries both
+    index_backend, held = backend_for(cfg)  # chosen here, once: the session carries both
     docs = None
     if cfg.corpus_path is not None and held is None:  # a backend holding the documents: no corpus file here
         path = cfg.corpus_path if cfg.chunking.by == "none" else chunked_corpus(cfg)
@@ -61,10 +61,10 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     if embedder is None and cfg.backend != "bm25":
         embedder = build_embedder(cfg)
     warnings: list[str] = list(embedder.warnings) if embedder else []
-    draft = Session(cfg, collection, embedder, None, None, backend, held)
+    draft = Session(cfg, collection, embedder, None, None, index_backend, held)
     dense = _guard(cfg, warnings, lambda: load_dense(draft, warnings))
     bm25 = None if held is not None else _guard(cfg, warnings, lambda: load_bm25(draft, warnings))
-    return Session(cfg, collection, embedder, dense, bm25, backend, held, tuple(warnings))
+    return Session(cfg, collection, embedder, dense, bm25, index_backend, held, tuple(warnings))
 
 
 def _guard(cfg: Config, warnings: list[str], load: Any) -> Any:
@@ -82,7 +82,7 @@ def load_dense(s: Session, warnings: list[str]) -> VectorIndex | None:
     """The saved dense index, from the session's index backend (indexes/)."""
     if s.embedder is None:
         return None
-    return s.backend.load(View(s.config, s.collection, s.embedder), warnings)
+    return s.index_backend.load(View(s.config, s.collection, s.embedder), warnings)
 
 
 def bm25_manifest(s: Session) -> dict[str, Any]:

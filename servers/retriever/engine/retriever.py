@@ -182,7 +182,7 @@ class Retriever:
             view = View(s.config, s.collection, self._embedder_of(s, "retriever_index"))
             embedding_file = self._path(embedding_path, s.config.paths().embedding, "embedding_path")
             folder = self._path(index_path, s.config.paths().faiss, "index_path")
-            index, report = s.backend.build(view, embedding_file, folder, pick(overwrite, s.config.overwrite))
+            index, report = s.index_backend.build(view, embedding_file, folder, pick(overwrite, s.config.overwrite))
             remember_corpus(s.config)
             self._publish(s, dense=index)
             return report
