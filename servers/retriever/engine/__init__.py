@@ -1,5 +1,6 @@
-"""The engine: a session per configuration (session.py), its writes (changes.py) and the Retriever
-that callers drive (retriever.py). It knows nothing of MCP, HTTP or pipelines."""
+"""The engine: the Retriever that callers drive (retriever.py), where a session's documents live
+and how they are written and searched (documents.py: the local change log or the index backend),
+the change log's commit (changes.py) and ingest. It knows nothing of MCP, HTTP or pipelines."""
 
 from .retriever import Retriever
 

@@ -1,4 +1,5 @@
-"""Vector index backends: FAISS on disk (faiss.py) and Milvus, Lite or server (milvus*.py)."""
+"""Index backends: FAISS on disk (faiss*.py) and Milvus, Lite or server (milvus*.py), chosen by
+backend_for; BM25 (bm25.py) and the learned-sparse inverted index (inverted.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The contract every vector index meets: rows in, (rows, scores) out, and changes applied."""
+"""The index contracts: a VectorIndex (rows in, rows and scores out, changes applied), the
+VectorBackend that loads and builds it, and the DocumentStore of a backend that holds the documents
+too (Milvus); tests/index_contract.py is the battery every backend passes."""
 
 from __future__ import annotations
 
