@@ -268,3 +268,48 @@ def test_the_milvus_analyzer_matches_words_not_stems_on_lite(built_project: Path
         engine_for(project, {"index_backend_configs": {"milvus": {"uri": lite_uri, "full_text": True,
                                                                   "full_text_analyzer": "bm25s"}}}).init()
 
+
+
+# ---- adaptive fusion's BM25 bound: document frequencies kept in Milvus ---------------------------
+
+def test_bm25_bounds_are_bm25s_bounds_times_k1_plus_1(indexed, local) -> None:
+    queries = [*QUERIES, *EXACT, "zzyzzyva", "the of and"]
+    k1 = indexed.config.backend_configs.bm25.k1
+    got = indexed.session.dense.bm25_bounds(queries)
+    assert got == pytest.approx([b * (k1 + 1) for b in local.session.bm25.bounds(queries)], rel=1e-6)
+    assert got[-2:] == [0.0, 0.0] and all(b > 0 for b in got[:-2])
+
+
+@pytest.mark.parametrize("fusion", ["adaptive", "rrf", "convex"])
+def test_hybrid_is_the_local_hybrid(indexed, local, fusion: str) -> None:
+    """Same dense list (FLAT), same BM25 list and bound up to (k1 + 1): the same fused ranking."""
+    options = {"top_k": 10, "fusion": fusion, "vector_weight": 0.5}
+    got, want = indexed.hybrid_search(QUERIES, **options), local.hybrid_search(QUERIES, **options)
+    assert ids(got) == ids(want)
+    if fusion != "convex":  # convex scales min-max: the same ranking, scores of their own
+        assert [h.score for q in got for h in q] == pytest.approx([h.score for q in want for h in q], rel=1e-5)
+
+
+def test_document_frequencies_follow_add_upsert_delete(fresh) -> None:
+    from collections import Counter
+
+    store = fresh.session.dense.store
+
+    def recounted() -> Counter:
+        rows = store._client.query(store.collection, filter="", output_fields=["terms"], limit=1000,
+                                   consistency_level="Strong")
+        return Counter(t for r in rows for t in set(r["terms"].split()))
+
+    def kept() -> dict:
+        rows = store._client.query(store._stats.name, filter="", output_fields=["term", "df"], limit=16384,
+                                   consistency_level="Strong")
+        return {r["term"]: r["df"] for r in rows}
+
+    assert kept() == dict(recounted()) and kept()["photosynthesi"] == 1
+    fresh.add([NEW, {**NEW, "id": "n2", "contents": "Photosynthesis again, quokkas and the 15rα receptor."}])
+    assert kept() == dict(recounted()) and kept()["quokka"] == 2 and kept()["15rα"] == 1
+    fresh.add([{**NEW, "contents": "Numbats eat termites."}])  # n1 replaced: its old terms go
+    assert kept() == dict(recounted()) and kept()["quokka"] == 1 and kept()["numbat"] == 1
+    fresh.delete(ids=["n2"])
+    fresh.delete(filters=cmp("meta.topic", "==", "history"))
+    assert kept() == dict(recounted()) and "quokka" not in kept() and kept()["photosynthesi"] == 1

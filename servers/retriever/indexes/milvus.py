@@ -128,7 +128,7 @@ class MilvusStore:
         if ft is None or not ft.terms_field:
             return None
         if self._term_stats is None:
-            self._term_stats = TermStats(self)
+            self._term_stats = TermStats(self._client, self._call, self.collection)
         return self._term_stats
 
     def bm25_bounds(self, queries: Sequence[str]) -> list[float] | None:

@@ -19,11 +19,8 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .milvus import MilvusStore
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 SUFFIX = "__df"
 TERM_BYTES = 512  # longer terms are not counted (their idf is left out of the bound)
@@ -36,49 +33,51 @@ def doc_terms(terms: str) -> set[str]:
 
 
 class TermStats:
-    """The df collection of one full_text collection (`store`)."""
+    """The df collection of one full_text collection: `client` a MilvusClient, `call(op, fn, ...)`
+    runs a Milvus call with MilvusStore's error messages (milvus.py)."""
 
-    def __init__(self, store: MilvusStore) -> None:
-        self.store = store
-        self.name = f"{store.collection}{SUFFIX}"[:255]
+    def __init__(self, client: Any, call: Callable[..., Any], collection: str) -> None:
+        self._client, self._call = client, call
+        self.name = f"{collection}{SUFFIX}"[:255]
         self._loaded = False
 
     def create(self) -> None:
         from .milvus_client import _pymilvus
 
-        pymilvus, client = _pymilvus(), self.store._client
-        if self.store._call("has_collection", client.has_collection, self.name):
-            self.store._call("drop_collection", client.drop_collection, self.name)
+        pymilvus, client = _pymilvus(), self._client
+        if self._call("has_collection", client.has_collection, self.name):
+            self._call("drop_collection", client.drop_collection, self.name)
         schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("term", pymilvus.DataType.VARCHAR, is_primary=True, max_length=TERM_BYTES)
         schema.add_field("df", pymilvus.DataType.INT64)
         schema.add_field("v", pymilvus.DataType.FLOAT_VECTOR, dim=2)
         index = client.prepare_index_params()
         index.add_index(field_name="v", index_type="FLAT", metric_type="L2")
-        self.store._call("create_collection", client.create_collection, self.name, schema=schema,
+        self._call("create_collection", client.create_collection, self.name, schema=schema,
                          consistency_level="Strong")
-        self.store._call("create_index", client.create_index, self.name, index, sync=False)
-        self.store._call("load_collection", client.load_collection, self.name)
+        self._call("create_index", client.create_index, self.name, index, sync=False)
+        self._call("load_collection", client.load_collection, self.name)
         self._loaded = True
 
     def drop(self) -> None:
-        client = self.store._client
-        if self.store._call("has_collection", client.has_collection, self.name):
-            self.store._call("drop_collection", client.drop_collection, self.name)
+        client = self._client
+        if self._call("has_collection", client.has_collection, self.name):
+            self._call("drop_collection", client.drop_collection, self.name)
         self._loaded = False
 
     def _query(self, terms: Sequence[str]) -> dict[str, int]:
-        client = self.store._client
+        client = self._client
         if not self._loaded:
-            if not self.store._call("has_collection", client.has_collection, self.name):
+            if not self._call("has_collection", client.has_collection, self.name):
                 return {}
-            self.store._call("load_collection", client.load_collection, self.name)
+            self._call("load_collection", client.load_collection, self.name)
             self._loaded = True
         out: dict[str, int] = {}
         for start in range(0, len(terms), CHUNK):
             part = list(terms[start:start + CHUNK])
-            rows = self.store._call("query", client.query, self.name, filter=f"term in {json.dumps(part)}",
-                                    output_fields=["term", "df"], consistency_level="Strong")
+            expr = f"term in {json.dumps(part, ensure_ascii=False)}"  # Milvus reads no \\u escapes
+            rows = self._call("query", client.query, self.name, filter=expr, output_fields=["term", "df"],
+                                    consistency_level="Strong")
             out.update({r["term"]: int(r["df"]) for r in rows})
         return out
 
@@ -87,7 +86,7 @@ class TermStats:
         delta = Counter({t: d for t, d in delta.items() if d})
         if not delta:
             return
-        client, terms = self.store._client, sorted(delta)
+        client, terms = self._client, sorted(delta)
         current = self._query(terms)
         rows, gone = [], []
         for t in terms:
@@ -97,9 +96,9 @@ class TermStats:
             elif t in current:
                 gone.append(t)
         for start in range(0, len(rows), CHUNK):
-            self.store._call("upsert", client.upsert, self.name, rows[start:start + CHUNK])
+            self._call("upsert", client.upsert, self.name, rows[start:start + CHUNK])
         for start in range(0, len(gone), CHUNK):
-            self.store._call("delete", client.delete, self.name, ids=gone[start:start + CHUNK])
+            self._call("delete", client.delete, self.name, ids=gone[start:start + CHUNK])
 
     def bounds(self, queries: Sequence[str], n: int, k1: float) -> list[float]:
         """Per analysed query (its terms joined by spaces), the highest BM25 score Milvus can give it."""

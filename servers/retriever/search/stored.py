@@ -5,10 +5,12 @@ with the same fusions as a local collection (fusion.py: adaptive, rrf, convex).
 
 What differs from a local collection's hybrid (search/rankers.py Hybrid):
 
-- adaptive fusion divides BM25 scores by the query's highest possible score where bm25s knows it
-  (the sum of its terms' idf); Milvus does not expose per-term document frequencies, so here
-  each query's BM25 scores are divided by its own best BM25 score (the rule already used for
-  unnormalised dense inner products). The best BM25 hit of a query thus always scales to 1.
+- adaptive fusion divides BM25 scores by the query's highest possible score, as locally, where
+  the backend knows it: Milvus does not expose per-term document frequencies, so with
+  `full_text_analyzer: bm25s` the writer keeps them in Milvus (indexes/milvus_df.py) and the
+  bound is (k1 + 1) times the sum of the query's terms' idf (bm25s's bound times Milvus's (k1 + 1):
+  the same scaled scores). Without them (`full_text_analyzer: milvus`) each query's BM25 scores
+  are divided by its own best BM25 score (the rule used for unnormalised dense inner products).
 - `hybrid.vector_weight: null` (auto) is 0.5: the self-retrieval check (calibration.py) reads
   local rows and keeps its result in a local file, neither of which exists in this mode.
 """
@@ -83,8 +85,9 @@ def hybrid(s: Session, store: DocumentStore, ranker: Hybrid, queries: list[str],
         vectors = embedder.encode_queries(chunk, pick(ranker.query_instruction, s.config.query_instruction))
         dense = compute.submit(store.hits, s.dense, vectors, h.candidate_depth, f, ranker.ann)
         text = store.text_hits(s.dense, chunk, h.candidate_depth, f)
-        fused = [fused_hits({"dense": d, "bm25": b}, h.fusion, w, h.rrf_k, top, _scales(h, d, b, normalized))
-                 for d, b in zip(dense.result(), text)]
+        bounds = _bounds(s, h, chunk)
+        fused = [fused_hits({"dense": d, "bm25": b}, h.fusion, w, h.rrf_k, top, _scales(h, d, b, normalized, bound))
+                 for d, b, bound in zip(dense.result(), text, bounds)]
         return apply(rerank.after(reranking, chunk, fused, k), chain)
 
     return chunked(one, queries, s.config.limits, max(top, h.candidate_depth))
@@ -97,10 +100,21 @@ def _embedder(s: Session, what: str) -> Embedder:
     return s.embedder
 
 
-def _scales(h: HybridConfig, dense: Sequence[Hit], text: Sequence[Hit], normalized: bool) -> dict[str, float]:
+def _bounds(s: Session, h: HybridConfig, queries: list[str]) -> list[float | None]:
+    """Adaptive fusion's BM25 scale per query: the highest score its terms allow, where the backend
+    keeps the document frequencies to know it (Milvus, full_text_analyzer bm25s: milvus_df.py)."""
+    found = getattr(s.dense, "bm25_bounds", None) if h.fusion == "adaptive" else None
+    bounds = found(queries) if callable(found) else None
+    return list(bounds) if bounds is not None else [None] * len(queries)
+
+
+def _scales(h: HybridConfig, dense: Sequence[Hit], text: Sequence[Hit], normalized: bool,
+            bound: float | None = None) -> dict[str, float]:
     """Adaptive fusion's scales for one query: cosine as it is (an unnormalised inner product over
-    the query's best), BM25 over the query's best BM25 score (see the module's docstring)."""
+    the query's best); BM25 over the highest score the query's terms allow (`bound`) where known,
+    else over the query's best BM25 score (see the module's docstring)."""
     if h.fusion != "adaptive":
         return {}
     best = max(abs(float(text[0].score)), 1e-12) if text else 1.0
-    return {"dense": 1.0 if normalized or not dense else max(abs(float(dense[0].score)), 1e-12), "bm25": best}
+    scale = bound if bound is not None and bound > 0 else best
+    return {"dense": 1.0 if normalized or not dense else max(abs(float(dense[0].score)), 1e-12), "bm25": scale}
