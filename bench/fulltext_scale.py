@@ -65,7 +65,7 @@ def full_text_project(config: Path, n: int) -> Path:
     cfg["index_backend"] = "milvus"
     cfg["index_backend_configs"]["milvus"] = {"uri": str(folder / "milvus.db"), "full_text": True,
                                               "index_chunk_size": 2000}
-    cfg["collection_name"] = "scale"
+    cfg["collection_name"] = ""  # the default collection: embedding_path gives its vectors
     path = folder / "parameter.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
