@@ -2,7 +2,7 @@
 start to first answer over stdio, the server's peak memory after 300 queries of each search
 tool, the single-query overhead of MCP over stdio against the raw library calls (the same
 runtime, the same FAISS and BM25 indexes), whether torch was loaded into the server, and SciFact
-nDCG@10 through each runtime. Medians throughout. Writes its section of bench/RESULTS.md.
+nDCG@10 through each runtime. Medians throughout. Writes bench/LEAN.md.
 
     .venv/bin/python bench/startup.py [--starts 5] [--queries 300] [--runtimes torch,onnx,openvino]
 
@@ -120,7 +120,7 @@ RAW = r"""
 import json, sys, time, statistics
 from pathlib import Path
 import numpy as np, faiss
-runtime, precision, model, export, faiss_file, corpus, queries = json.loads(sys.argv[1])
+runtime, precision, model, export, graph, faiss_file, corpus, queries = json.loads(sys.argv[1])
 if runtime == "torch":
     from sentence_transformers import SentenceTransformer
     st = SentenceTransformer(model, device="cpu")
@@ -132,13 +132,13 @@ else:
     names = json.loads((Path(export) / "export.json").read_text())["inputs"]
     if runtime == "onnx":
         import onnxruntime as ort
-        sess = ort.InferenceSession(str(Path(export) / "model.onnx"), providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
         run = lambda feeds: sess.run(None, feeds)[0]
     else:
         import openvino as ov
-        core = ov.Core(); core.set_property({"CACHE_DIR": str(Path(export) / "openvino-cache")})
+        core = ov.Core(); core.set_property({"CACHE_DIR": str(Path(graph).parent / "openvino-cache")})
         hint = "bf16" if precision == "bf16" else "f32"
-        req = core.compile_model(core.read_model(str(Path(export) / "model.onnx")), "CPU",
+        req = core.compile_model(graph, "CPU",
                                  {"INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY"}).create_infer_request()
         run = lambda feeds: req.infer(feeds)[0]
     def encode(q):
@@ -170,14 +170,15 @@ def raw(runtime: str, queries: list[str]) -> dict[str, float]:
 
     cfg = load_config(ROOT / "parameter.yaml")
     export = export_folder(cfg)
-    precision = RUNTIMES[runtime]
-    if runtime == "openvino" and precision == "auto":
-        precision = json.loads((OUT / runtime / "faiss" / "manifest.json").read_text())["runtime"].split()[-1]
-    if runtime == "onnx" and precision == "int8":
-        export = export.with_name(f"{export.name}-int8")
     manifest = json.loads((OUT / runtime / "faiss" / "manifest.json").read_text())
-    args = [runtime, precision, cfg.resolved_model(), str(export), str(OUT / runtime / "faiss" / manifest["data"]),
-            str(SCIFACT / "corpus.jsonl"), queries]
+    precision = manifest["runtime"].split()[-1]  # what the server ran: auto resolved
+    graph = export / "model.onnx"  # the graph the server runs (exported.py)
+    if runtime == "onnx" and precision == "int8":
+        graph = export.with_name(f"{export.name}-int8") / "model.onnx"
+    if runtime == "openvino" and precision == "bf16":
+        graph = export.with_name(f"{export.name}-ov16") / "model.xml"
+    args = [runtime, precision, cfg.resolved_model(), str(export), str(graph),
+            str(OUT / runtime / "faiss" / manifest["data"]), str(SCIFACT / "corpus.jsonl"), queries]
     proc = subprocess.run([sys.executable, "-c", RAW, json.dumps(args)], capture_output=True, text=True, check=True)
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
@@ -188,7 +189,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--runtimes", default=",".join(RUNTIMES))
     ap.add_argument("--no-quality", action="store_true", help="skip the nDCG@10 evals")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "RESULTS.md")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "LEAN.md")
     args = ap.parse_args()
     runtimes = args.runtimes.split(",")
     queries = scifact_queries(args.queries)
