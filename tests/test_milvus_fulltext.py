@@ -313,3 +313,21 @@ def test_document_frequencies_follow_add_upsert_delete(fresh) -> None:
     fresh.delete(ids=["n2"])
     fresh.delete(filters=cmp("meta.topic", "==", "history"))
     assert kept() == dict(recounted()) and "quokka" not in kept() and kept()["photosynthesi"] == 1
+
+
+# ---- multi-query and fan-out in this mode --------------------------------------------------------
+
+def test_multi_query_and_fanout_through_the_tools(indexed, fresh) -> None:
+    mcp = MCP(fresh)
+    for mode in ("bm25", "hybrid", "dense"):
+        out = mcp.ok("retriever_multi_query_search", {
+            "question_list": [["what causes earthquakes", "plate tectonics and volcanoes"]], "top_k": 3, "mode": mode})
+        assert out["ret_ids"][0][0] == "doc11", mode
+    fresh.add([NEW])  # in fresh's collection only
+    names = [fresh.config.collection_name, indexed.config.collection_name]
+    for mode in ("bm25", "hybrid", "dense"):
+        out = mcp.ok("retriever_fanout_search", {"query_list": ["quokkas on Rottnest Island", "photosynthesis"],
+                                                 "collections": names, "mode": mode, "top_k": 4})
+        first = dict(zip(out["ret_ids"][0][:2], out["ret_collections"][0][:2]))  # each collection's best tie
+        assert first.get("n1") == names[0], mode
+        assert out["ret_ids"][1][:2] == ["doc00", "doc00"] and set(out["ret_collections"][1][:2]) == set(names), mode

@@ -28,7 +28,7 @@ from ..errors import (
 )
 from ..filters import parse as parse_filter
 from ..indexes import View, backend_for, check_backend
-from ..search import BM25, KINDS, Dense, Hybrid, Ranker, learned_sparse, run
+from ..search import BM25, KINDS, Dense, Hybrid, Ranker, learned_sparse, run, stored
 from ..search.fanout import fanout
 from ..search.hybrid import hybrid_options
 from ..search.rankers import text_only
@@ -330,6 +330,10 @@ class Retriever:
         (dense, bm25 or hybrid), fused with RRF (k from the YAML) into one ranking per question."""
         s = self.need("retriever_multi_query_search")
         h = hybrid_options(s.config.hybrid, candidate_depth=candidate_depth)
+        if s.held is not None:  # the backend holds the documents: its hits fused by id (search/stored.py)
+            f = None if filters is None else parse_filter(filters)
+            return stored.multi_query(s, s.held, _kind(s, mode, h, query_instruction), question_list,
+                                      self._k(s, top_k), h.candidate_depth, h.rrf_k, f, scale_score, score_threshold)
         return run.multi_query(s, _kind(s, mode, h, query_instruction), question_list, self._k(s, top_k),
                                h.candidate_depth, h.rrf_k, filters, scale_score, score_threshold)
 
@@ -361,7 +365,8 @@ class Retriever:
             other = self._others.get(name)
             if other is None or other.embedder is not s.embedder:
                 cfg = recorded_corpus(self.base_config.with_overrides({"collection_name": name}, self.base_dir))
-                if name not in collection_names(cfg):
+                held = backend_for(cfg)[0].describe(cfg)  # a backend's own collections (Milvus), else None
+                if name not in (collection_names(cfg) if held is None else [c["name"] for c in held]):
                     raise IndexMissingError(f"no collection named {name!r}; retriever_list_collections lists them")
                 other = self._others[name] = open_session(cfg, s.embedder)
             return other

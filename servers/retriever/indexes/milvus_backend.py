@@ -106,10 +106,14 @@ class MilvusBackend:
     def describe(self, cfg: Config) -> list[dict[str, Any]]:
         """Every collection of the Milvus store (uri), as its recorded info says."""
         from .milvus import list_collections
+        from .milvus_df import SUFFIX
 
         mcfg = cfg.index_backend_configs.milvus
         out = []
-        for name in list_collections(mcfg.uri, mcfg.token or os.environ.get("MILVUS_TOKEN")):
+        names = list_collections(mcfg.uri, mcfg.token or os.environ.get("MILVUS_TOKEN"))
+        for name in names:
+            if name.endswith(SUFFIX) and name[: -len(SUFFIX)] in names:  # a full_text collection's df (milvus_df.py)
+                continue
             store = shared_store(mcfg, name)
             info = store.info() or {}
             out.append({"name": name, "index_backend": "milvus", "documents": store.count(),

@@ -15,14 +15,15 @@ from typing import Any
 
 from ..config import HybridConfig
 from ..errors import CancelledWork, InvalidInputError, RetrieverError
+from ..filters import parse as parse_filter
 from ..session import Session, candidates
-from ..types import Hit
-from . import rerank
+from ..types import Hit, Hits
+from . import rerank, stored
 from .fusion import rrf
 from .hybrid import RowRanking, fused_scale, source_of
 from .rankers import KINDS
 from .results import as_queries
-from .run import rankings
+from .run import hits_of, rankings
 from .stages import apply, stages
 
 
@@ -39,24 +40,36 @@ def fanout(session_of: Callable[[str], Session], queries: list[str], collections
     chain = stages(fused_scale("rrf", [1.0], h.rrf_k) if scale_score else None, score_threshold)
     names = list(dict.fromkeys(as_queries(collections, "collections")))
     answered: dict[str, tuple[Session, list[RowRanking]]] = {}
+    held: dict[str, tuple[Session, Hits]] = {}  # collections whose backend holds the documents: their hits
     errors: dict[str, str] = {}
     for name in names:
         try:
             cs = session_of(name)
+            if cs.held is not None:  # Milvus is_demo / full_text: hits from the backend (search/stored.py)
+                f = None if filters is None else parse_filter(filters)
+                held[name] = (cs, stored.searched(cs, cs.held, ranker, queries, h.candidate_depth, f))
+                continue
             ranked = rankings(cs, ranker, queries, h.candidate_depth, candidates(cs, filters))
             answered[name] = (cs, [(r[0], r[1]) for r in ranked])
         except CancelledWork:
             raise
         except RetrieverError as e:
             errors[name] = str(e)
-    if not answered:
+    if not answered and not held:
         raise InvalidInputError("every collection failed: " + "; ".join(f"{n}: {m}" for n, m in errors.items()))
-    sessions = {name: cs for name, (cs, _) in answered.items()}
+    sessions = {name: cs for name, (cs, _) in [*answered.items(), *held.items()]}
     first = next(iter(sessions.values())).config
     reranking = rerank.plan(first.rerank, first.is_multimodal)  # the cross-encoder stage (rerank.py)
     top = k if reranking is None else reranking.retrieve(k)
-    hits = [_fused_hits(sessions, {name: ranked[i] for name, (_, ranked) in answered.items()}, h.rrf_k, top)
-            for i in range(len(queries))]
+    if held:  # every list as hits (a local collection's read from its rows), fused by (collection, id)
+        found = {**{name: hits_of(cs, [(r, sc, None) for r, sc in ranked])  # type: ignore[misc]
+                    for name, (cs, ranked) in answered.items()},
+                 **{name: hits for name, (_, hits) in held.items()}}
+        hits = [stored.fused_collections({name: found[name][i] for name in sessions}, h.rrf_k, top)
+                for i in range(len(queries))]
+    else:
+        hits = [_fused_hits(sessions, {name: ranked[i] for name, (_, ranked) in answered.items()}, h.rrf_k, top)
+                for i in range(len(queries))]
     if reranking is not None:
         hits, chain = reranking.apply(queries, hits, k), stages(None, score_threshold)
     return apply(hits, chain), errors

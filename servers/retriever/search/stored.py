@@ -17,7 +17,9 @@ What differs from a local collection's hybrid (search/rankers.py Hybrid):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
 from .. import compute
 from ..config import HybridConfig
@@ -29,10 +31,10 @@ from ..security.limits import chunked
 from ..session import Session
 from ..types import Hit, Hits
 from . import rerank
-from .fusion import SCALERS
-from .hybrid import fused_hits, fused_scale
-from .rankers import Dense, Hybrid, text_only
-from .results import pick
+from .fusion import SCALERS, rrf
+from .hybrid import fused_hits, fused_scale, source_of
+from .rankers import BM25, Dense, Hybrid, Ranker, text_only
+from .results import as_groups, pick
 from .stages import apply, stages
 
 AUTO_VECTOR_WEIGHT = 0.5  # vector_weight null in this mode (no local calibration)
@@ -118,3 +120,47 @@ def _scales(h: HybridConfig, dense: Sequence[Hit], text: Sequence[Hit], normaliz
     best = max(abs(float(text[0].score)), 1e-12) if text else 1.0
     scale = bound if bound is not None and bound > 0 else best
     return {"dense": 1.0 if normalized or not dense else max(abs(float(dense[0].score)), 1e-12), "bm25": scale}
+
+
+# ---- multi-query and fan-out over hits the backend returns -------------------------------------
+
+def searched(s: Session, store: DocumentStore, ranker: Ranker, queries: list[str], depth: int,
+             f: Filter | None) -> Hits:
+    """Per query, the backend's top `depth` hits of `ranker`'s kind (dense, BM25 or hybrid), unscaled."""
+    match ranker:
+        case Dense():
+            return dense(s, store, ranker, queries, depth, f, False, None)
+        case BM25():
+            return bm25(s, store, queries, depth, f, False, None)
+        case Hybrid():
+            return hybrid(s, store, ranker, queries, depth, f, False, None)
+    raise NotYetSupportedError(f"{ranker.name} search needs a corpus here: the index backend holds the documents "
+                               "and ranks dense, BM25 and hybrid only")
+
+
+def multi_query(s: Session, store: DocumentStore, ranker: Ranker, question_list: Any, k: int, depth: int,
+                rrf_k: float, f: Filter | None, scale_score: bool, threshold: float | None) -> Hits:
+    """Several phrasings per question, each searched `depth` deep by the backend, fused by id with
+    RRF into one ranking per question (as search/run.py multi_query does over rows)."""
+    groups = as_groups(question_list, "question_list")
+    found = searched(s, store, ranker, [q for g in groups for q in g], depth, f)
+    fused, start = [], 0
+    for g in groups:
+        fused.append(fused_hits({str(i): found[start + i] for i in range(len(g))}, "rrf", None, rrf_k, k))
+        start += len(g)
+    # equal weights summing to 1, whatever the number of phrasings
+    return apply(fused, stages(fused_scale("rrf", [1.0], rrf_k) if scale_score else None, threshold))
+
+
+def fused_collections(found: Mapping[str, Sequence[Hit]], rrf_k: float, k: int) -> list[Hit]:
+    """One query's hits from several collections fused with RRF, keyed by (collection, id): equal
+    ids in two collections stay two hits; each names its collection and its rank in each list."""
+    named = {name: [((name, h.id), float(h.score)) for h in hits] for name, hits in found.items()}
+    by_key = {(name, h.id): h for name, hits in found.items() for h in hits}
+    rank_of = {name: {key: i for i, (key, _) in enumerate(ranking)} for name, ranking in named.items()}
+    out = []
+    key: tuple[str, str]
+    for key, score in rrf(list(named.values()), None, rrf_k, limit=k):
+        sources = {n: source_of(named[n], rank_of[n].get(key)) for n in named}
+        out.append(replace(by_key[key], score=score, collection=key[0], sources=sources))
+    return out
