@@ -129,7 +129,7 @@ def run(n: int, n_queries: int) -> list[str]:
         f"embedding file's vectors, {2000:,} rows a call, Milvus's BM25 function filling the sparse field, the "
         f"closing flush): {insert_s:.0f} s, {report['documents'] / insert_s:,.0f} documents/s. "
         + (f"The local indexes took {built_s:.0f} s (`retriever index`, embedding included)." if built_s else
-           "The local indexes were those bench/scale.py had built."),
+           "The local indexes (bench/out/scale/N/out) were built before this run, not timed here."),
         "",
         "| mode | local p50 / p95 ms | full_text p50 / p95 ms | local nDCG@10 / recall@10 | "
         "full_text nDCG@10 / recall@10 |",
