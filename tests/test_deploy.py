@@ -103,7 +103,7 @@ def test_search_modes_filters_and_metadata(service: Deploy, built_project: Path)
 
 @pytest.mark.parametrize(("body", "status", "says"), [
     pytest.param({"query_list": ["x"], "top_k": 0}, 422, "top_k", id="top_k-0"),
-    pytest.param({"query_list": ["x"], "mode": "sparse"}, 422, "mode", id="unknown-mode"),
+    pytest.param({"query_list": ["x"], "mode": "keyword"}, 422, "mode", id="unknown-mode"),
     pytest.param({"query_list": ["x"], "unknown": 1}, 422, "unknown", id="unknown-key"),
     pytest.param({"query_list": ["x"], "mode": "dense", "fusion": "rrf"}, 400, "hybrid", id="fusion-not-hybrid"),
     pytest.param({"query_list": ["x"], "collection_name": "nope"}, 404, "nope", id="no-such-collection"),

@@ -90,6 +90,16 @@ def test_modes_come_from_the_registry() -> None:
         assert tools[name]["input_schema"]["properties"]["mode"]["enum"] == list(MODES)
 
 
+def test_every_mode_has_a_request_and_a_search() -> None:
+    """A kind in search/rankers.py's KINDS is a mode every face offers: it needs its request
+    (api/models.py SEARCH_REQUESTS) and its search (api/hits.py HITS), or a call with it fails."""
+    from retriever.api.hits import HITS
+    from retriever.api.models import SEARCH_REQUESTS
+
+    assert set(SEARCH_REQUESTS) == set(MODES)
+    assert all(SEARCH_REQUESTS[mode] in HITS for mode in MODES)
+
+
 def test_every_agent_tool_has_an_output_schema() -> None:
     tools = listing("agent", e=engine(everything=True))
     assert len(tools) <= 8 and all(t["output_schema"] for t in tools.values())

@@ -1,4 +1,4 @@
-"""The searches that give one list of hits per query (dense, BM25, hybrid) and the reply shape of
+"""The searches that give one list of hits per query (dense, BM25, hybrid, sparse) and the reply shape of
 a call: what api/calls.py, the LLM tools and the deploy service's batcher share."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..types import Hits
-from .models import SCORES, BM25SearchRequest, HybridSearchRequest, Request, SearchRequest
+from .models import SCORES, BM25SearchRequest, HybridSearchRequest, Request, SearchRequest, SparseSearchRequest
 from .replies import Shape
 
 if TYPE_CHECKING:
@@ -42,7 +42,12 @@ def bm25_hits(engine: Retriever, r: BM25SearchRequest) -> Hits:
     return engine.bm25_search(r.query_list, depth(engine, r), **r.options(*SEARCHED))
 
 
+def sparse_hits(engine: Retriever, r: SparseSearchRequest) -> Hits:
+    return engine.sparse_search(r.query_list, depth(engine, r), **r.options(*SEARCHED))
+
+
 # The searches with one list of hits per query of `query_list`, whatever the other queries of the
 # call: a deployed service may merge several callers' requests into one (service/batcher.py).
 HITS: dict[type[Request], Callable[[Retriever, Any], Hits]] = {
-    SearchRequest: search_hits, HybridSearchRequest: hybrid_hits, BM25SearchRequest: bm25_hits}
+    SearchRequest: search_hits, HybridSearchRequest: hybrid_hits, BM25SearchRequest: bm25_hits,
+    SparseSearchRequest: sparse_hits}

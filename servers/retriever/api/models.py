@@ -191,6 +191,10 @@ class BM25SearchRequest(_Scores, _Reply):
     llm_rerank: LLMRerankOption = None
 
 
+class SparseSearchRequest(BM25SearchRequest):
+    """A learned-sparse search (the `sparse` kind: parameter.yaml's sparse model); BM25's options."""
+
+
 class _Ann(Request):
     """Search-time effort of an approximate (ANN) dense index, for this call."""
 
@@ -231,7 +235,7 @@ class HybridBatchSearchRequest(BatchSearchRequest, _Fusion):
 # The request of each search kind (search/rankers.py KINDS): the CLI, the deploy service, the
 # agent's search and the LLM tools read it.
 SEARCH_REQUESTS: dict[str, type[BM25SearchRequest]] = {
-    "hybrid": HybridSearchRequest, "dense": SearchRequest, "bm25": BM25SearchRequest}
+    "hybrid": HybridSearchRequest, "dense": SearchRequest, "bm25": BM25SearchRequest, "sparse": SparseSearchRequest}
 
 
 class _Modes(_Scores, _Reply):
