@@ -154,6 +154,9 @@ class HybridConfig(Section):
     # self-retrieval check finds one retriever cannot read it (calibration.py)
     vector_weight: float | None = Field(None, ge=0, le=1)
     candidate_depth: int = Field(500, ge=1)  # how deep each retriever searches before fusing (bench/QUALITY.md)
+    # adaptive: a query whose best BM25 document dense ranks far below its own best leans on dense
+    # (search/signals.py; bench/QUALITY.md, issue 32)
+    cross_check: bool = False
 
 
 COLLECTION_NAME = re.compile(r"[A-Za-z0-9_]{1,255}")  # used with fullmatch: "abc\n" is refused

@@ -14,10 +14,10 @@ from .. import compute
 from ..config import HybridConfig
 from ..errors import IndexMissingError, NotYetSupportedError
 from ..session import Allowed, Session
-from . import learned_sparse
+from . import learned_sparse, signals
 from .calibration import auto_vector_weight
 from .fusion import SCALERS
-from .hybrid import Fused, fused_rows, fused_scale
+from .hybrid import Fused, RowRanking, fused_rows, fused_scale
 from .results import pick
 
 Scale = Callable[[float], float]
@@ -129,7 +129,16 @@ class Hybrid:
             for scale, (_, found) in zip(scales, lists["sparse"]):
                 scale["sparse"] = max(float(found[0]), 1e-12) if len(found) else 1.0
         return [fused_rows(s.collection, {name: ranked[i] for name, ranked in lists.items()},
-                           h.fusion, weights, h.rrf_k, depth, scales[i]) for i in range(len(queries))]
+                           h.fusion, self._checked(s, weights, lists, scales, i), h.rrf_k, depth, scales[i])
+                for i in range(len(queries))]
+
+    def _checked(self, s: Session, weights: list[float], lists: dict[str, list[RowRanking]],
+                 scales: list[dict[str, float]], i: int) -> list[float]:
+        """Query i's priors: moved by the cross-check of dense and BM25 (signals.py) where it is on."""
+        normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
+        if not (self.options.cross_check and self.options.fusion == "adaptive" and normalized and "bm25" in lists):
+            return weights
+        return signals.checked_weights(weights, lists["dense"][i], lists["bm25"][i], scales[i].get("bm25", 0.0))
 
     def _scales(self, s: Session, queries: list[str], d_scores: Sequence[np.ndarray]) -> list[dict[str, float]]:
         """Adaptive fusion's absolute scales, per query: BM25 over the highest score its terms
