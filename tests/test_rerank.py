@@ -153,3 +153,16 @@ def test_infinity_equals_in_process(reranking: Any, cross_encoder: Path, infinit
     with rerank.collecting() as warnings:
         wrong.bm25_search(QUERIES[0], top_k=3)
     assert len(warnings) == 1 and "401" in warnings[0] and "not-the-key" not in warnings[0]
+
+
+def test_the_reply_carries_the_warning(reranking: Any) -> None:
+    """Through the MCP tools: a failed rerank is in the reply's warnings, the hits in retrieval order."""
+    from conftest import MCP
+
+    project, make = reranking
+    plain = engine_for(project)
+    plain.init()
+    mcp = MCP(make(url=f"http://127.0.0.1:{free_port()}"))
+    out = mcp.ok("bm25_search", {"query_list": [QUERIES[0]], "top_k": 3})
+    assert out["ret_ids"][0] == [h.id for h in plain.bm25_search(QUERIES[0], top_k=3)[0]]
+    assert len(out["warnings"]) == 1 and "retrieval order kept" in out["warnings"][0]
