@@ -135,9 +135,12 @@ def test_a_changed_model_is_refused(tmp_path: Path, tiny_mlm: Path, splade_tiny:
     e = sparse_engine(tmp_path / "p", tiny_mlm)
     e.sparse_index()
     folder = tmp_path / "p" / "out" / "sparse"
-    learned_sparse.forget(folder)
+    # this process's copy (not forgotten) is checked too
     other = engine_for(tmp_path / "p" / "parameter.yaml", {"sparse": {"model_name_or_path": str(splade_tiny)}})
     other.init()
+    with pytest.raises(IndexMismatchError, match="overwrite=true"):
+        other.sparse_search(QUERIES[0])
+    learned_sparse.forget(folder)  # and the saved one, read afresh
     with pytest.raises(IndexMismatchError, match="overwrite=true"):
         other.sparse_search(QUERIES[0])
     assert other.sparse_index(overwrite=True)["model"] == splade_tiny.name

@@ -158,6 +158,8 @@ def index_for(s: Any) -> InvertedIndex:
                 raise IndexMissingError("no sparse index is loaded; build it with Retriever.sparse_index() "
                                         "(sparse.model_name_or_path names the model)")
             _check(index, model, s, folder)
+        else:  # this process's newest: its model and corpus still this session's (a newer snapshot may hold more rows)
+            _check(index, model, s, folder, rows=False)
         covered = int(index.manifest.get("collection_rows", 0))
         if covered < s.collection.rows:
             new = np.flatnonzero(s.collection.live[covered:]) + covered
@@ -170,11 +172,11 @@ def index_for(s: Any) -> InvertedIndex:
         return index
 
 
-def _check(index: InvertedIndex, model: SparseModel, s: Any, folder: Path) -> None:
+def _check(index: InvertedIndex, model: SparseModel, s: Any, folder: Path, rows: bool = True) -> None:
     want = {**model.record, **corpus_manifest(s.docs)}
     wrong = [f"{k}: saved {index.manifest.get(k)!r}, now {v!r}" for k, v in want.items() if index.manifest.get(k) != v]
-    if int(index.manifest.get("collection_rows", 0)) > s.collection.rows or int(
-            index.manifest.get("log_generation", 0)) > s.collection.changes.generation:
+    if rows and (int(index.manifest.get("collection_rows", 0)) > s.collection.rows or int(
+            index.manifest.get("log_generation", 0)) > s.collection.changes.generation):
         wrong.append("built over changes the change log does not have")
     if wrong:
         raise IndexMismatchError(f"{folder} does not match this session ({'; '.join(wrong)}); call "
