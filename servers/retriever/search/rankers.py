@@ -175,5 +175,4 @@ KINDS: dict[str, Callable[[HybridConfig, str | None], Ranker]] = {
     "bm25": lambda h, instruction: BM25(),
     "sparse": lambda h, instruction: learned_sparse.Sparse(),
 }
-# the kinds the tools and the command line take; sparse is the engine's only so far (no request model of its own)
-MODES = tuple(k for k in KINDS if k != "sparse")
+MODES = tuple(KINDS)
