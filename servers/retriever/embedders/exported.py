@@ -172,6 +172,11 @@ class ExportedEmbedder(LocalEmbedder):
         self._inputs: list[str] = info["inputs"]
         self._max_len = check_length(cfg.backend_configs.sentence_transformers.max_seq_length or info["max_seq_length"],
                                      info.get("positions"))
+        # OpenVINO keeps compiled kernels and buffers for every input shape it has seen: widths
+        # rounded up to a multiple of 16 tokens hold its memory after 600 SciFact texts at
+        # +125 MB instead of +305 MB, at the same speed. (onnxruntime int8 quantises activations
+        # per tensor, padding included, so it gets exact widths.)
+        self._bucket = 16 if choice.runtime == "openvino" else 1
         try:
             self._tokenizer = Tokens(folder, self._max_len)
             if choice.runtime == "onnx":
@@ -186,6 +191,8 @@ class ExportedEmbedder(LocalEmbedder):
 
     def _feeds(self, rows: list[list[int]]) -> dict[str, np.ndarray]:
         width = max(len(r) for r in rows)
+        if self._bucket > 1:  # masked padding: the same vectors, far fewer shapes
+            width = min(-(-width // self._bucket) * self._bucket, max(self._max_len, width))
         ids = np.full((len(rows), width), self._tokenizer.pad_id, dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
         for i, r in enumerate(rows):
