@@ -143,9 +143,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _version() -> str:
-    from .mcp import server_version
+    from . import package_version  # not the MCP layer's: importing it costs a second on every command
 
-    return server_version()
+    return package_version()
 
 
 def parser() -> argparse.ArgumentParser:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
+from .. import package_version
 from ..api.registry import instructions, selected
 from .middleware import ToolErrors
 from .tools import RetrieverMCP, register
@@ -17,10 +17,7 @@ if TYPE_CHECKING:
     from ..engine.retriever import Retriever
 
 def server_version() -> str:
-    try:
-        return version("mcp-retriever")
-    except PackageNotFoundError:  # run from a source tree that was not installed
-        return "0+unknown"
+    return package_version()
 
 
 class _OneLine(logging.Filter):
