@@ -172,7 +172,7 @@ def parser() -> argparse.ArgumentParser:
                    help="serve no write tool (embed, index, bm25_index, add, delete); also security.read_only")
     s.add_argument("--ultrarag", action="store_true",
                    help="serve as UltraRAG's retriever: its build tool, paths relative to the working directory, "
-                   "keys and URLs from its tool arguments, whole replies (README, UltraRAG)")
+                   "keys and URLs from its tool arguments, whole replies (docs/ultrarag.md)")
     s.add_argument("--tools", metavar="PROFILE[,+TOOL][,-TOOL]",
                    help="the tools to list: a profile (agent: a few tools for agents, the default; ultrarag: "
                    "UltraRAG's retriever tools; full: everything), +tool to add one, -tool to leave one out; "

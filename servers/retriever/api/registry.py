@@ -1,8 +1,8 @@
 """The tool registry: every tool once, with its request model, its call, the reply keys it
 declares, its effects, the profiles that list it and when it can work. Every face reads this
 table and keeps no list of its own: the MCP server (mcp/), the deploy service's `/tools/<tool>`
-(service/), `retriever run` and UltraRAG's `build` (pipeline/, api/ultrarag.py), the CLI and the
-README's tool reference (`python -m retriever.api.reference`).
+(service/), `retriever run` and UltraRAG's `build` (pipeline/, api/ultrarag.py), the CLI and
+the docs' tool reference (docs/tools.md, `python -m retriever.api.reference`).
 
 Profiles (`tools.profile` in the YAML, `retriever serve --tools`), as GitHub's MCP server has
 toolsets:

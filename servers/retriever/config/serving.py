@@ -11,7 +11,7 @@ from .base import ResolvedPath, Section
 
 
 class HTTPSecurity(Section):
-    """`retriever serve --transport http`: who may call, from where (see README, Security)."""
+    """`retriever serve --transport http`: who may call, from where (docs/security.md)."""
 
     tokens_env: str = "RETRIEVER_HTTP_TOKENS"  # bearer tokens, comma-separated; several allow rotation
     tokens_file: ResolvedPath | None = None  # or a file with one token per line
