@@ -41,6 +41,9 @@ def test_ingest_get_document_and_neighbours_read_the_backend(held: MCP) -> None:
     assert doc["context"]["ids"] == first["ids"][:3]
     around = held.ok("retriever_get_neighbors", {"id": first["ids"][1], "before": 1, "after": 1})
     assert around["ids"] == first["ids"][:3]
+    hit = held.ok("search", {"query": "small wallabies", "mode": "dense", "top_k": 1, "window": 1})["results"][0]["hits"][0]
+    i = first["ids"].index(hit["id"])
+    assert hit["metadata"]["window_ids"] == first["ids"][max(0, i - 1): i + 2]  # read from the backend
     again = held.ok("retriever_ingest", {"source_id": "q", "text": "Quokkas live on Rottnest Island."})
     assert again["ids"] == ["q:0"] and again["removed"] == len(first["ids"]) - 1
     assert held.ok("get_document", {"ids": first["ids"]})["missing"] == first["ids"][1:]

@@ -130,10 +130,10 @@ def windowed(engine: Retriever, r: Any, hits: Hits) -> Hits:
     from ..documents.merging import auto_merge
     from ..documents.windows import with_windows
 
-    collection = engine.searched("window", getattr(r, "collection_name", None)).collection
+    collection_name = getattr(r, "collection_name", None)
     if r.auto_merge is not None:
-        hits = auto_merge(collection, hits, r.auto_merge)
-    return with_windows(collection, hits, r.window) if r.window else hits
+        hits = auto_merge(engine.searched("auto_merge", collection_name).collection, hits, r.auto_merge)
+    return with_windows(engine.fetcher("window", collection_name), hits, r.window) if r.window else hits
 
 
 def hits_reply(engine: Retriever, r: SearchRequest | BM25SearchRequest, hits: Hits) -> Payload:

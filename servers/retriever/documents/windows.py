@@ -46,13 +46,13 @@ def merge(chunks: Sequence[Document]) -> str:
     return text
 
 
-def with_windows(collection: Collection, results: list[list[Hit]], window: int) -> list[list[Hit]]:
+def with_windows(fetch: Fetch, results: list[list[Hit]], window: int) -> list[list[Hit]]:
     """Each hit's text replaced by its window's; `window_ids` added to its metadata."""
     out = []
     for hits in results:
         row_hits = []
         for h in hits:
-            around = neighbours(rows_of(collection), collection.get(h.row), window, window)
+            around = neighbours(fetch, Document(h.id, h.text, h.metadata), window, window)
             row_hits.append(replace(h, text=merge(around), metadata={**h.metadata,
                                                                      "window_ids": [d.id for d in around]}))
         out.append(row_hits)
