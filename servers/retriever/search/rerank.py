@@ -58,7 +58,7 @@ def _cross_encoder(path: str, max_length: int | None) -> Any:
     try:
         from sentence_transformers import CrossEncoder
     except ImportError as e:
-        raise MissingDependencyError("sentence-transformers", "mcp-retriever") from e
+        raise MissingDependencyError("sentence-transformers", "mcp-retriever[torch]") from e
     return CrossEncoder(path, device="cpu", max_length=max_length, local_files_only=True)
 
 
