@@ -16,6 +16,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from retriever.api.reference import between, replace_between
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "servers" / "retriever"
 PAGE = ROOT / "docs" / "layout.md"
@@ -91,13 +93,11 @@ def markdown() -> str:
 
 
 def section(page: str) -> str:
-    return page[page.index(BEGIN) + len(BEGIN):page.index(END)].strip()
+    return between(page, BEGIN, END)
 
 
 def write(path: Path = PAGE) -> None:
-    text = path.read_text(encoding="utf-8")
-    new = text[:text.index(BEGIN) + len(BEGIN)] + "\n" + markdown() + "\n" + text[text.index(END):]
-    path.write_text(new, encoding="utf-8")
+    replace_between(path, markdown(), BEGIN, END)
 
 
 def main() -> None:

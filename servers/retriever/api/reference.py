@@ -34,14 +34,24 @@ def markdown() -> str:
     return "\n".join(rows)
 
 
+def between(page: str, begin: str = BEGIN, end: str = END) -> str:
+    """The generated part of a page: what stands between its two markers."""
+    return page[page.index(begin) + len(begin):page.index(end)].strip()
+
+
+def replace_between(path: Path, body: str, begin: str = BEGIN, end: str = END) -> None:
+    """Rewrite the generated part of the page at `path` (scripts/layout.py writes its page so too)."""
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[:text.index(begin) + len(begin)] + "\n" + body + "\n" + text[text.index(end):],
+                    encoding="utf-8")
+
+
 def section(page: str) -> str:
-    return page[page.index(BEGIN) + len(BEGIN):page.index(END)].strip()
+    return between(page)
 
 
 def write(path: Path = PAGE) -> None:
-    text = path.read_text(encoding="utf-8")
-    new = text[:text.index(BEGIN) + len(BEGIN)] + "\n" + markdown() + "\n" + text[text.index(END):]
-    path.write_text(new, encoding="utf-8")
+    replace_between(path, markdown())
 
 
 if __name__ == "__main__":
