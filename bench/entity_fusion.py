@@ -38,6 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "servers"))
+from fusion_study import _synth  # noqa: E402  (the same synthetic set as the fusion study's)
 from report import write_section  # noqa: E402
 
 SCIFACT = ROOT / "data" / "scifact"
@@ -67,13 +68,6 @@ def _names(folder: Path) -> None:
             f.write(json.dumps({"_id": f"n{i}", "text": docs[i]["title"]}) + "\n")
     (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" +
                                       "".join(f"n{i}\t{docs[i]['_id']}\t1\n" for i in picked))
-
-
-def _synth(folder: Path) -> None:
-    from synth import write
-
-    write(5000, folder / "corpus.jsonl", seed=3, queries=folder / "queries.jsonl", n_queries=1000)
-    (folder / "queries.qrels.tsv").rename(folder / "qrels.tsv")
 
 
 def materialise(name: str) -> tuple[Path, Path, Path]:
