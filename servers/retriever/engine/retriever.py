@@ -31,7 +31,7 @@ from ..indexes import View, backend_for, check_backend
 from ..search import BM25, KINDS, Dense, Hybrid, Ranker, learned_sparse, run, stored
 from ..search.fanout import fanout
 from ..search.hybrid import hybrid_options
-from ..search.rankers import text_only
+from ..search.rankers import kind, text_only
 from ..search.results import as_queries, check_top_k, pick, search_groups
 from ..security.guard import check_client_config, check_path
 from ..session import Session, open_session
@@ -398,11 +398,9 @@ class Retriever:
 
 def _kind(s: Session, mode: str, h: HybridConfig, query_instruction: str | None) -> Ranker:
     """The retriever kind `mode` names (search/rankers.py), checked against the session."""
-    if mode not in KINDS:
-        raise InvalidInputError(f"mode must be one of {sorted(KINDS)}, got {mode!r}")
-    if mode not in ("bm25", "sparse") and s.embedder is None:
+    if mode in KINDS and mode not in ("bm25", "sparse") and s.embedder is None:
         raise NotYetSupportedError(f"mode {mode!r}: backend is 'bm25', which has no embedder; use mode 'bm25'")
-    return KINDS[mode](h, query_instruction)
+    return kind(mode, h, query_instruction)
 
 
 def _need_corpus(s: Session, tool: str) -> DocStore:

@@ -21,7 +21,7 @@ from ..types import Hit, Hits
 from . import rerank, stored
 from .fusion import rrf
 from .hybrid import RowRanking, fused_scale, source_of
-from .rankers import KINDS
+from .rankers import kind
 from .results import as_queries
 from .run import hits_of, rankings
 from .stages import apply, stages
@@ -33,9 +33,7 @@ def fanout(session_of: Callable[[str], Session], queries: list[str], collections
            ) -> tuple[list[list[Hit]], dict[str, str]]:
     """Per query, the fused hits of every collection that answered; and the errors of the others.
     `session_of(name)` opens a collection ("" = the default one)."""
-    if mode not in KINDS:
-        raise InvalidInputError(f"mode must be one of {sorted(KINDS)}, got {mode!r}")
-    ranker = KINDS[mode](h, query_instruction)
+    ranker = kind(mode, h, query_instruction)
     # equal weights summing to 1, whatever the number of collections
     chain = stages(fused_scale("rrf", [1.0], h.rrf_k) if scale_score else None, score_threshold)
     names = list(dict.fromkeys(as_queries(collections, "collections")))

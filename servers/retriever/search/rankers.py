@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import compute
 from ..config import HybridConfig
-from ..errors import IndexMissingError, NotYetSupportedError
+from ..errors import IndexMissingError, InvalidInputError, NotYetSupportedError
 from ..session import Allowed, Session
 from . import learned_sparse, signals
 from .calibration import auto_vector_weight
@@ -176,3 +176,10 @@ KINDS: dict[str, Callable[[HybridConfig, str | None], Ranker]] = {
     "sparse": lambda h, instruction: learned_sparse.Sparse(),
 }
 MODES = tuple(KINDS)
+
+
+def kind(mode: str, h: HybridConfig, query_instruction: str | None) -> Ranker:
+    """The retriever kind `mode` names, with its options (an unknown mode names the known ones)."""
+    if mode not in KINDS:
+        raise InvalidInputError(f"mode must be one of {sorted(KINDS)}, got {mode!r}")
+    return KINDS[mode](h, query_instruction)
