@@ -207,3 +207,17 @@ def _bounded_memory(request: pytest.FixtureRequest) -> Iterator[None]:
     if out:
         with open(out, "a") as f:
             f.write(f"{process.memory_info().rss >> 20}\t{request.node.nodeid}\n")
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """A test that runs the command line in process (`main([...])`) installs a root handler on the
+    stderr pytest captured for it; a later test's log line would meet that closed stream
+    ("--- Logging error --- I/O operation on closed file"). The root logger goes back as it was."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

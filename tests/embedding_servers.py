@@ -66,7 +66,12 @@ class FakeServer:
                 try:
                     time.sleep(server.delay)
                     status, payload = server.behaviour(req) or (200, server.answer(texts, body.get("model", "")))
-                    data = json.dumps(payload).encode()
+                finally:
+                    # done before the answer goes out: once the client reads it, it may send the next
+                    # request, which must not find this one still counted as in flight
+                    server._leave()
+                data = json.dumps(payload).encode()
+                try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -74,8 +79,6 @@ class FakeServer:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
-                finally:
-                    server._leave()
 
             def log_message(self, *args: Any) -> None:
                 pass
