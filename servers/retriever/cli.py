@@ -74,9 +74,11 @@ def _ultrarag_engine(args: argparse.Namespace) -> Any:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    """Headless build: embeddings, dense index and BM25 index; rebuilds what is stale or missing."""
-    # a stale index is skipped (with a warning), then rebuilt; BM25 alone loads no embedding model
-    engine = _engine(args, overwrite=True, **({"backend": "bm25"} if args.mode == "bm25" else {}))
+    """Headless build: embeddings, dense index and BM25 index, and the learned-sparse index where
+    the YAML names a sparse model (`all`) or where asked (`sparse`); rebuilds what is stale or
+    missing."""
+    # a stale index is skipped (with a warning), then rebuilt; BM25 or sparse alone loads no embedding model
+    engine = _engine(args, overwrite=True, **({"backend": "bm25"} if args.mode in ("bm25", "sparse") else {}))
     report: dict[str, Any] = {}
     if args.mode in ("all", "dense") and (args.overwrite or engine.dense is None):
         t = time.perf_counter()
@@ -88,9 +90,28 @@ def cmd_index(args: argparse.Namespace) -> int:
         t = time.perf_counter()
         report["bm25"] = engine.bm25_index(overwrite=True)
         report["bm25_seconds"] = round(time.perf_counter() - t, 2)
+    sparse = args.mode == "sparse" or (args.mode == "all" and engine.config.sparse.model_name_or_path)
+    if sparse and (args.overwrite or not _sparse_current(engine)):
+        t = time.perf_counter()
+        report["sparse"] = engine.sparse_index(overwrite=True)
+        report["sparse_seconds"] = round(time.perf_counter() - t, 2)
     report["status"] = engine.status()
     print(json.dumps(report, indent=2))
     return 0
+
+
+def _sparse_current(engine: Any) -> bool:
+    """Whether the sparse index exists and matches this session (rows added since are encoded and
+    published on the way)."""
+    from .errors import IndexMismatchError, IndexMissingError
+    from .search.learned_sparse import index_for
+
+    try:
+        index_for(engine.session)
+    except (IndexMissingError, IndexMismatchError) as e:
+        log.info("sparse index: %s; building it", str(e).partition(";")[0])
+        return False
+    return True
 
 
 def _request(mode: str, queries: list[str], k: int, filters: dict[str, Any] | None = None) -> Any:
@@ -101,9 +122,9 @@ def _request(mode: str, queries: list[str], k: int, filters: dict[str, Any] | No
 
 
 def _search(engine: Any, mode: str, queries: list[str], k: int, filters: dict[str, Any] | None = None) -> dict:
-    from .api import call
+    from .api.calls import search  # every mode's request (sparse has no tool of its own to look up)
 
-    return call(engine, _request(mode, queries, k, filters))
+    return search(engine, _request(mode, queries, k, filters))
 
 
 def _filters(raw: str | None) -> dict[str, Any] | None:
@@ -119,7 +140,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from .errors import IndexMissingError
 
     filters = _filters(args.filters)
-    engine = _engine(args, **({"backend": "bm25"} if args.mode == "bm25" else {}))  # BM25 loads no model
+    engine = _engine(args, **({"backend": "bm25"} if args.mode in ("bm25", "sparse") else {}))  # loads no model
     try:
         out = _search(engine, args.mode, [args.text], args.k, filters)
     except IndexMissingError as e:

@@ -199,8 +199,9 @@ def parser() -> argparse.ArgumentParser:
 
     s = add("index", "embed, index and BM25-index the corpus from the YAML (headless)")
     s.add_argument("--overwrite", action="store_true", help="rebuild even what is up to date")
-    s.add_argument("--mode", choices=["all", "dense", "bm25"], default="all",
-                   help="what to build (default all; bm25 loads no embedding model)")
+    s.add_argument("--mode", choices=["all", "dense", "bm25", "sparse"], default="all",
+                   help="what to build (default all: sparse too where sparse.model_name_or_path is set; bm25 and "
+                        "sparse load no embedding model)")
     s.set_defaults(fn=cmd_index)
 
     s = add("search", "search the saved indexes")

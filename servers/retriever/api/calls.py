@@ -33,6 +33,7 @@ from .models import (
     NeighborsRequest,
     ProjectMemorySearchRequest,
     SearchRequest,
+    SparseIndexRequest,
 )
 
 if TYPE_CHECKING:
@@ -69,6 +70,10 @@ def project_memory_search(engine: Retriever, r: ProjectMemorySearchRequest) -> P
 
 def bm25_index(engine: Retriever, r: BM25IndexRequest) -> Payload:
     return engine.bm25_index(r.overwrite)
+
+
+def sparse_index(engine: Retriever, r: SparseIndexRequest) -> Payload:
+    return engine.sparse_index(r.overwrite)
 
 
 def add(engine: Retriever, r: AddRequest) -> Payload:

@@ -130,6 +130,10 @@ class BM25IndexRequest(Request):
     overwrite: Overwrite = None
 
 
+class SparseIndexRequest(Request):
+    overwrite: Overwrite = None
+
+
 class ImageCorpusRequest(Request):
     parse_file_path: PdfSource
     image_corpus_save_path: ImageCorpusPath

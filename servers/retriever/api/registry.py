@@ -91,6 +91,13 @@ def _memory(engine: Retriever) -> str | None:
     return "index_backend milvus (UltraRAG's project memory is a Milvus collection per user)"
 
 
+def _sparse(engine: Retriever) -> str | None:
+    """a sparse model (sparse.model_name_or_path)"""
+    if engine.config.sparse.model_name_or_path:
+        return None
+    return "sparse.model_name_or_path in parameter.yaml (a SPLADE-style folder; scripts/splade_tiny.sh fetches one)"
+
+
 def _images(engine: Retriever) -> str | None:
     """the images extra"""
     if importlib.util.find_spec("pypdfium2") is None:
@@ -184,6 +191,10 @@ TOOLS: tuple[Tool, ...] = (
     _t("bm25_index", "Build the BM25 index", m.BM25IndexRequest, calls.bm25_index,
        "Build the BM25 index over the corpus and save it; searchable at once.", effects=BUILD,
        ultrarag_inputs="overwrite", cli="index"),
+    _t("sparse_index", "Build the learned-sparse index", m.SparseIndexRequest, calls.sparse_index,
+       "Encode the corpus with parameter.yaml's sparse model (SPLADE-style) into an inverted index and save it "
+       "(progress on the server's stderr); later adds join it at once. Searched with mode sparse, and in hybrid "
+       "per sparse.hybrid.", effects=BUILD, needs=_sparse, cli="index"),
     _t("bm25_search", "BM25 search", m.BM25SearchRequest, calls.search,
        "BM25 search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first.", HITS,
        ultrarag_inputs="q_ls,top_k", cli="search"),

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..indexes import Change
+from ..search import learned_sparse
 from ..session import Session, bm25_after
 from ..store.catalog import remember_corpus
 from ..store.collection import ChangeLog, Collection
@@ -19,7 +20,8 @@ Report = dict[str, Any]
 def commit(s: Session, changes: ChangeLog, progress: bool) -> Session:
     """Publish the new change log (the commit point), then bring the indexes up to it: FAISS
     appends the new vectors, Milvus upserts and deletes, BM25 takes the added documents as its
-    delta (or is rebuilt and saved past rebuild_fraction: session.bm25_after)."""
+    delta (or is rebuilt and saved past rebuild_fraction: session.bm25_after), the learned-sparse
+    index encodes the added documents and is saved (learned_sparse.follow; deletes are masked)."""
     paths = s.config.paths()
     remember_corpus(s.config)
     changes.save(paths.docs, corpus_manifest(s.docs))
@@ -33,4 +35,7 @@ def commit(s: Session, changes: ChangeLog, progress: bool) -> Session:
     change = Change(added, vectors, sorted(gone), collection.row_of, changes.generation)
     dense = s.dense.apply(change) if s.dense is not None else None
     bm25 = bm25_after(nxt, s.bm25, progress) if s.bm25 is not None and len(collection) else None
-    return replace(nxt, dense=dense, bm25=bm25)
+    nxt = replace(nxt, dense=dense, bm25=bm25)
+    if added:
+        learned_sparse.follow(nxt)  # the learned-sparse index, where there is one, encodes the added now
+    return nxt

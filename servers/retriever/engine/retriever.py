@@ -238,12 +238,13 @@ class Retriever:
 
     # ---- learned sparse (search/learned_sparse.py) ---------------------------------------------
 
-    def sparse_index(self, overwrite: bool | None = None) -> dict[str, Any]:
-        """Encode the live documents with the YAML's sparse model into the inverted index."""
+    def sparse_index(self, overwrite: bool | None = None, progress: bool = True) -> dict[str, Any]:
+        """Encode the live documents with the YAML's sparse model into the inverted index (a
+        progress bar on stderr with `progress`)."""
         with self._writing("sparse_index") as s:
             text_only(s, "sparse_index")
             documents_of(s).rows(s, "sparse_index")
-            return learned_sparse.build(s, pick(overwrite, s.config.overwrite))
+            return learned_sparse.build(s, pick(overwrite, s.config.overwrite), progress)
 
     def sparse_search(self, query_list: str | Sequence[str], top_k: int | None = None,
                       score_threshold: float | None = None, scale_score: bool = False,

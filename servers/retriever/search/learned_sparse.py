@@ -3,10 +3,12 @@ sentence-transformers' SparseEncoder over any SPLADE-style folder (a masked-lang
 max pooling of log(1 + relu(logits))), its document vectors in an inverted index on disk
 (indexes/inverted.py).
 
-The index follows the collection: `build` encodes its live documents; a session whose collection
-has rows the index has not seen (documents added since, or a crash between the change log's commit
-and the index's) encodes only those rows and publishes the grown index before searching
-(`index_for`). Deleted and replaced documents are masked out at search, as in BM25. In hybrid
+The index follows the collection: `build` encodes its live documents; each add encodes its
+documents at once and publishes the grown index after the change log's commit (`follow`, called by
+engine/changes.py); a session whose collection still has rows the index has not seen (a crash
+between the change log's commit and the index's) encodes only those rows and publishes the grown
+index before searching (`index_for`), and one that holds an older copy than the folder's reads the
+folder's. Deleted and replaced documents are masked out at search, as in BM25. In hybrid
 search, `sparse.hybrid` puts the sparse list beside dense and BM25 (`fused`) or in BM25's place
 (`instead_of_bm25`): `hybrid_lists`.
 """
@@ -98,16 +100,25 @@ class SparseModel:
     def queries(self, texts: Sequence[str]) -> Any:
         return self._encode(self.encoder.encode_query, texts)
 
-    def documents(self, texts: Sequence[str]) -> Any:
-        return self._encode(self.encoder.encode_document, texts)
+    def documents(self, texts: Sequence[str], progress: bool = False) -> Any:
+        return self._encode(self.encoder.encode_document, texts, progress)
 
-    def _encode(self, fn: Callable[..., Any], texts: Sequence[str]) -> Any:
+    def _encode(self, fn: Callable[..., Any], texts: Sequence[str], progress: bool = False) -> Any:
+        """`texts` encoded an ENCODE_CHUNK at a time (a bar on stderr with `progress`, as the
+        dense build's)."""
+        import sys
+
         import scipy.sparse as sp
+        from tqdm import tqdm
 
         width = self.vocabulary
-        parts = [_scipy(fn(list(texts[i : i + ENCODE_CHUNK]), batch_size=self.batch_size, show_progress_bar=False,
-                           convert_to_sparse_tensor=True), width)
-                 for i in range(0, len(texts), ENCODE_CHUNK)]
+        parts = []
+        with tqdm(total=len(texts), desc="sparse", unit="doc", file=sys.stderr, disable=not progress) as bar:
+            for i in range(0, len(texts), ENCODE_CHUNK):
+                chunk = list(texts[i : i + ENCODE_CHUNK])
+                parts.append(_scipy(fn(chunk, batch_size=self.batch_size, show_progress_bar=False,
+                                       convert_to_sparse_tensor=True), width))
+                bar.update(len(chunk))
         return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, width), dtype=np.float32)
 
 
@@ -122,9 +133,9 @@ def _coverage(s: Any) -> dict[str, Any]:
             "log_generation": s.collection.changes.generation}
 
 
-def build(s: Any, overwrite: bool) -> dict[str, Any]:
+def build(s: Any, overwrite: bool, progress: bool = False) -> dict[str, Any]:
     """Encode the session's live documents and publish the index (refused over an existing one
-    unless `overwrite`)."""
+    unless `overwrite`; a progress bar on stderr with `progress`)."""
     from ..errors import AlreadyExistsError
     from ..store.persist import read_manifest
 
@@ -135,7 +146,7 @@ def build(s: Any, overwrite: bool) -> dict[str, Any]:
     if not len(s.collection):
         raise IndexMissingError("the collection has no documents; set corpus_path or call retriever_add")
     rows = s.collection.live_rows()
-    vectors = model.documents(list(s.collection.texts(rows.tolist())))
+    vectors = model.documents(list(s.collection.texts(rows.tolist())), progress)
     index = InvertedIndex.build(vectors, rows, {**model.record, **_coverage(s)})
     index.save(folder, {})
     with _lock:
@@ -161,6 +172,10 @@ def index_for(s: Any) -> InvertedIndex:
         else:  # this process's newest: its model and corpus still this session's (a newer snapshot may hold more rows)
             _check(index, model, s, folder, rows=False)
         covered = int(index.manifest.get("collection_rows", 0))
+        if covered < s.collection.rows and _newer_saved(folder, covered, s.collection.rows):  # encoded elsewhere
+            index = InvertedIndex.load(folder) or index
+            _check(index, model, s, folder)
+            covered = int(index.manifest.get("collection_rows", 0))
         if covered < s.collection.rows:
             new = np.flatnonzero(s.collection.live[covered:]) + covered
             vectors = model.documents(list(s.collection.texts(new.tolist())))
@@ -170,6 +185,36 @@ def index_for(s: Any) -> InvertedIndex:
             log.info("sparse index: %d documents added since its build encoded", len(new))
         _current[str(folder)] = index
         return index
+
+
+def _newer_saved(folder: Path, covered: int, rows: int) -> bool:
+    """Whether the folder's published index covers more than `covered` rows and at most this
+    session's `rows` (another process's writes, encoded and published there)."""
+    from ..store.persist import read_manifest
+
+    saved = read_manifest(folder)
+    return saved is not None and covered < int(saved.get("collection_rows", 0)) <= rows
+
+
+def follow(s: Any) -> None:
+    """After a change's commit (engine/changes.py): where the collection has a sparse index, encode
+    the added rows now and publish it, so that no search pays for them. The change log is the commit
+    point: a crash before this publish leaves rows the next session's index_for encodes; a failure
+    here (the model changed since the build) is logged and left to the next search, which names the fix."""
+    from ..errors import RetrieverError
+    from ..store.persist import read_manifest
+
+    if not s.config.sparse.model_name_or_path or s.config.is_multimodal:
+        return
+    folder = folder_of(s.config)
+    with _lock:
+        known = str(folder) in _current
+    if not known and read_manifest(folder) is None:
+        return
+    try:
+        index_for(s)
+    except RetrieverError as e:
+        log.warning("sparse index not brought up to the change: %s", e)
 
 
 def _check(index: InvertedIndex, model: SparseModel, s: Any, folder: Path, rows: bool = True) -> None:
