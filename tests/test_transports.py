@@ -105,6 +105,35 @@ def test_stdout_carries_nothing_but_json_rpc(built_project: Path, tmp_path: Path
     assert b"Loading" in err or b"INFO" in err  # the logs went to stderr
 
 
+def test_stdio_calls_sent_during_init_wait_and_are_answered(built_project: Path) -> None:
+    """`serve --init` opens the collection on a thread while the MCP layer is imported: requests
+    written at once, before it could have finished, wait for it and are answered from it (the
+    search without a retriever_init call, so from the session the start-up opened)."""
+    requests = (_rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                       "clientInfo": {"name": "raw", "version": "0"}})
+                + _rpc(None, "notifications/initialized", {})
+                + _rpc(2, "tools/call", {"name": "bm25_search", "arguments": {"query_list": Q, "top_k": 1}})
+                + _rpc(3, "tools/call", {"name": "retriever_search", "arguments": {"query_list": Q, "top_k": 1}}))
+    proc = subprocess.Popen([str(BIN / "retriever"), "serve", "--config", str(built_project), "--init", "--tools",
+                             "full"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(requests)
+        proc.stdin.flush()
+        by_id: dict = {}
+        while not {2, 3} <= by_id.keys():
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read().decode()[-2000:]
+            message = json.loads(line)
+            by_id[message.get("id")] = message
+        proc.stdin.close()
+        proc.wait(60)
+    finally:
+        proc.kill()
+    assert by_id[1]["result"]["serverInfo"]["name"] == "retriever"
+    assert by_id[2]["result"]["structuredContent"]["ret_ids"] == [["doc11"]], by_id[2]
+    assert by_id[3]["result"]["structuredContent"]["ret_ids"] == [["doc11"]], by_id[3]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -153,7 +182,8 @@ BAD_CONFIGS = [
 @pytest.mark.parametrize(("edit", "says"), BAD_CONFIGS)
 def test_stdio_start_up_failure_reaches_the_client(tmp_path: Path, edit: dict, says: str) -> None:
     """`serve --init` with a bad config: the client's initialize is answered with the config problem
-    (it used to see only "Connection closed", the message on stderr alone)."""
+    (it used to see only "Connection closed", the message on stderr alone), whether it is found
+    reading the YAML (unknown-key) or by the init on its start-up thread (missing-corpus)."""
     config = write_project(tmp_path / "p", **edit)
 
     async def run() -> None:
