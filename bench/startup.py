@@ -5,6 +5,13 @@ runtime, the same FAISS and BM25 indexes), whether torch was loaded into the ser
 nDCG@10 through each runtime. Medians throughout. Writes bench/LEAN.md.
 
     .venv/bin/python bench/startup.py [--starts 5] [--queries 300] [--runtimes torch,onnx,openvino]
+        [--server-python .cache/lean-venv/bin/python] [--section NAME]
+
+The framework's floor beside ours: a bare FastMCP server with one trivial tool, over the same
+stdio client, started and called the same way (start to first answer, one call's round trip).
+`--server-python` runs the servers (ours through that venv's `retriever`, and the floor) from
+another venv, e.g. a serving install without torch (`pip install '.[openvino,onnx]'`); the indexes
+and the raw library calls stay with this venv.
 
 Each runtime gets its own indexes (bench/out/startup/<runtime>/, made by `retriever index` once
 and reused); a first start per runtime, not counted, makes the export and OpenVINO's compiled blob
@@ -81,13 +88,67 @@ def torch_loaded(pid: int) -> bool:
     return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
 
 
+SERVER_BIN = BIN  # the venv whose `retriever` (and python) serve: --server-python
+
+FLOOR = r"""
+from fastmcp import FastMCP
+
+mcp = FastMCP("floor")
+
+
+@mcp.tool
+def echo(text: str) -> str:
+    return text
+
+
+mcp.run("stdio", show_banner=False)
+"""
+
+
+async def floor(calls: int) -> dict[str, Any]:
+    """The framework's floor: a bare FastMCP server with one trivial tool over stdio, the same
+    client: start to its first answer and, with `calls`, the median round trip of one call."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=str(SERVER_BIN / "python"), args=["-c", FLOOR], cwd=str(ROOT))
+    res: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    with open(os.devnull, "w") as devnull:
+        async with stdio_client(params, errlog=devnull) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            first = await s.call_tool("echo", {"text": "what causes fever?"})
+            res["first_s"] = time.perf_counter() - t0
+            assert not first.is_error, first
+            lat = []
+            for _ in range(calls):
+                t = time.perf_counter()
+                await s.call_tool("echo", {"text": "what causes fever?"})
+                lat.append(time.perf_counter() - t)
+            res["call_ms"] = statistics.median(lat) * 1000 if lat else float("nan")
+    return res
+
+
+def server_venv() -> str:
+    """Which venv serves, and whether torch and numba are installed in it (numba: bm25s imports it
+    whenever it is there; only the dev venv has it, for ranx)."""
+    probe = "import importlib.util as u; print(' '.join(m for m in ('torch', 'numba') if u.find_spec(m)))"
+    found = subprocess.run([str(SERVER_BIN / "python"), "-c", probe], capture_output=True, text=True,
+                           check=True).stdout.split()
+    try:
+        where = str(SERVER_BIN.parent.relative_to(ROOT))
+    except ValueError:
+        where = str(SERVER_BIN.parent)
+    return f"`{where}` ({', '.join(found) + ' installed' if found else 'no torch, no numba'})"
+
+
 async def session(runtime: str, queries: list[str] | None) -> dict[str, Any]:
     """Spawn `retriever serve --init` over stdio; time the first answer; with `queries`, time each
     tool on them one query at a time and read the server's peak memory."""
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=str(BIN / "retriever"), cwd=str(ROOT),
+    params = StdioServerParameters(command=str(SERVER_BIN / "retriever"), cwd=str(ROOT),
                                    args=["--log-level", "WARNING", "serve", "--init", "--tools", "full", *sets(runtime)])
     res: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -190,27 +251,39 @@ def main() -> None:
     ap.add_argument("--runtimes", default=",".join(RUNTIMES))
     ap.add_argument("--no-quality", action="store_true", help="skip the nDCG@10 evals")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "LEAN.md")
+    ap.add_argument("--server-python", type=Path, help="serve from this venv's python (and its `retriever`)")
+    ap.add_argument("--section", default="lean serving", help="the section of --out to write")
     args = ap.parse_args()
+    global SERVER_BIN
+    if args.server_python is not None:
+        SERVER_BIN = Path(os.path.abspath(args.server_python)).parent  # the venv's bin, links not followed
     runtimes = args.runtimes.split(",")
     queries = scifact_queries(args.queries)
     for rt in runtimes:
         build(rt)
         asyncio.run(session(rt, None))  # not counted: the export and compiled blobs made once
-    starts: dict[str, list[dict[str, Any]]] = {rt: [] for rt in runtimes}
+    asyncio.run(floor(0))  # not counted: warms the file cache as the first starts above did
+    starts: dict[str, list[dict[str, Any]]] = {rt: [] for rt in [*runtimes, FLOOR_KEY]}
     for i in range(args.starts):
         for rt in runtimes:
             starts[rt].append(asyncio.run(session(rt, None)))
             print(f"start {i + 1}/{args.starts} {rt}: {starts[rt][-1]['first_s']:.2f} s", file=sys.stderr)
+        starts[FLOOR_KEY].append(asyncio.run(floor(0)))
+        print(f"start {i + 1}/{args.starts} floor: {starts[FLOOR_KEY][-1]['first_s']:.2f} s", file=sys.stderr)
     long = {rt: asyncio.run(session(rt, queries)) for rt in runtimes}
+    long[FLOOR_KEY] = asyncio.run(floor(len(queries)))
     raws = {rt: raw(rt, queries) for rt in runtimes}
     quality = {} if args.no_quality else {(rt, m): ndcg(rt, m) for rt in runtimes for m in ("dense", "hybrid")}
     labels = {rt: json.loads((OUT / rt / "faiss" / "manifest.json").read_text())["runtime"] for rt in runtimes}
-    write(args.out, runtimes, labels, starts, long, raws, quality, len(queries))
+    write(args.out, runtimes, labels, starts, long, raws, quality, len(queries), args.section)
+
+
+FLOOR_KEY = "floor"
 
 
 def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[str, list[dict[str, Any]]],
           long: dict[str, dict[str, Any]], raws: dict[str, dict[str, float]],
-          quality: dict[tuple[str, str], float], n: int) -> None:
+          quality: dict[tuple[str, str], float], n: int, section: str = "lean serving") -> None:
     def med(rt: str, key: str) -> float:
         return statistics.median(s[key] for s in starts[rt])
 
@@ -219,13 +292,15 @@ def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[s
 
     cols = [labels[rt] for rt in runtimes]
     lines = [
-        f"## Lean serving: start-up, memory and overhead by runtime (bench/startup.py, {time.strftime('%Y-%m-%d')})",
+        f"## {section[0].upper() + section[1:]}: start-up, memory and overhead by runtime"
+        f" (`{' '.join(['bench/startup.py', *sys.argv[1:]])}`, {time.strftime('%Y-%m-%d')})",
         "",
         f"SciFact (5,183 passages), {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}),"
         f" `retriever serve --init` over stdio with the standard MCP client; medians of {len(starts[runtimes[0]])}"
         f" starts per runtime (interleaved), {n} single queries per tool (top_k=10). Raw: the same runtime's"
         " library calls (sentence-transformers, or tokenizers + onnxruntime / OpenVINO on the same export) and"
-        " FAISS on the server's own index file; bm25s built in process, as in bench/run.py.",
+        " FAISS on the server's own index file; bm25s built in process, as in bench/run.py."
+        f" The servers ran from {server_venv()}.",
         "",
         row("", cols),
         row("---", ["---"] * len(cols)),
@@ -246,7 +321,22 @@ def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[s
         for mode in ("dense", "hybrid"):
             lines.append(row(f"SciFact nDCG@10, {mode} (`retriever eval`)",
                              [f"{quality[rt, mode]:.4f}" for rt in runtimes]))
-    write_section("lean serving", "\n".join(lines), out)
+    fl = long[FLOOR_KEY]["call_ms"]
+    lines += [
+        "",
+        "The framework's floor: a bare FastMCP server (the installed fastmcp) with one trivial tool (`echo`), over"
+        " the same stdio client, started the same way (interleaved with the starts above):",
+        "",
+        "|  | start to first answer | one call's round trip |",
+        "| --- | --- | --- |",
+        f"| bare FastMCP, one trivial tool | {statistics.median(s['first_s'] for s in starts[FLOOR_KEY]):.2f} s"
+        f" | {fl:.2f} ms |",
+        "",
+        "BM25 overhead over the raw call less the floor's round trip (ours alone): "
+        + ", ".join(f"{labels[rt]} **{long[rt]['bm25_search_ms'] - raws[rt]['bm25_ms'] - fl:+.1f} ms**"
+                    for rt in runtimes) + ".",
+    ]
+    write_section(section, "\n".join(lines), out)
     print("\n".join(lines))
 
 
