@@ -235,6 +235,15 @@ def cross_gap(d: Ranking, b: Ranking) -> float:
     return max(0.0, d[0][1] - dict(d).get(b[0][0], d[-1][1]))
 
 
+def gated(x: dict[str, Any], priors: list[float]) -> list[float]:
+    """The server's query gate (search/signals.py) over this set's queries in order: its verdict
+    for this query from the ones before it, then this query's gap recorded."""
+    d, b = x["d"], x["b"]
+    number: dict[str, int] = {}
+    leaned = x["gate"].weigh(priors, as_rows(d, number), as_rows(b, number), x["bound"])
+    return leaned if leaned is not None else priors
+
+
 def candidates() -> dict[str, Any]:
     out: dict[str, Any] = {
         "dense": lambda x: x["d"][:100],
@@ -242,8 +251,10 @@ def candidates() -> dict[str, Any]:
         "sparse (SPLADE-tiny)": lambda x: x["sp"][:100],
         "rrf k60 (dense + bm25)": lambda x: __import__("retriever.search.fusion", fromlist=["fuse"]).fuse(
             "rrf", [x["d"], x["b"]], [0.5, 0.5], 60, limit=100),
-        "**adaptive, vector_weight auto (the default)**": lambda x: adaptive(
+        "adaptive, vector_weight auto (the default before the query gate)": lambda x: adaptive(
             [x["d"], scaled(x["b"], x["bound"])], [x["auto"], 1 - x["auto"]]),
+        "**adaptive auto + query gate (hybrid.query_gate, the default; search/signals.py)**": lambda x: adaptive(
+            [x["d"], scaled(x["b"], x["bound"])], gated(x, [x["auto"], 1 - x["auto"]])),
         "adaptive, vector_weight 0.5": lambda x: adaptive([x["d"], scaled(x["b"], x["bound"])], [0.5, 0.5]),
     }
     for lo, hi in ((0.2, 1.8), (0.1, 1.9)):
@@ -277,6 +288,7 @@ def candidates() -> dict[str, Any]:
 
 def study(sets: list[str], chosen: list[str] | None = None) -> tuple[list[str], dict[str, Any]]:
     from retriever.search.evaluation import evaluate
+    from retriever.search.signals import QueryGate
 
     table: dict[str, dict[str, dict[str, float]]] = {}
     cands = candidates()
@@ -297,10 +309,12 @@ def study(sets: list[str], chosen: list[str] | None = None) -> tuple[list[str], 
             if name in NO_SPARSE and "sparse" in cname:
                 continue
             run = {}
+            gate = QueryGate()  # each candidate starts with the set's first query
             for i, q in enumerate(r["qids"]):
                 sp = r["sparse"][i]
                 x = {"d": r["dense"][i], "b": r["bm25"][i], "sp": sp, "bound": r["bounds"][i], "auto": auto,
-                     "sp_best": sp[0][1] if sp else 1.0, "qself": qself[i], "median_gap": median_gap}
+                     "sp_best": sp[0][1] if sp else 1.0, "qself": qself[i], "median_gap": median_gap,
+                     "gate": gate}
                 run[q] = fn(x)
             table.setdefault(cname, {})[name] = evaluate(run, {q: r["qrels"][q] for q in r["qids"]})
     lines = ["| candidate | " + " | ".join(f"{s} nDCG@10 / R@100" for s in sets) + " | worst gap to the better of dense and BM25 |",
@@ -314,9 +328,11 @@ def study(sets: list[str], chosen: list[str] | None = None) -> tuple[list[str], 
     return lines, {"table": table, "info": info}
 
 
-def end_to_end(name: str) -> list[str]:
-    """The server's hybrid through Retriever.hybrid_search (top 100, one call of every query), as
-    shipped and with SPLADE-tiny in the fusion: nDCG@10, R@100 and the time per query."""
+def end_to_end(name: str, variants: tuple[str, ...] = ("off", "fused", "instead_of_bm25")) -> list[str]:
+    """The server's hybrid through Retriever.hybrid_search (top 100, one call of every query, a
+    fresh process's query gate), as shipped and with SPLADE-tiny in the fusion: nDCG@10, R@100
+    and the time per query."""
+    from retriever.search import signals
     from retriever.search.evaluation import evaluate, load_qrels, load_queries
 
     _, queries_path, qrels_path = materialise(name)
@@ -329,9 +345,12 @@ def end_to_end(name: str) -> list[str]:
     for label, where in (("default (dense + BM25, adaptive, vector_weight auto)", "off"),
                          ("+ SPLADE-tiny (sparse.hybrid: fused)", "fused"),
                          ("SPLADE-tiny instead of BM25 (sparse.hybrid: instead_of_bm25)", "instead_of_bm25")):
+        if where not in variants:
+            continue
         engine = engine_for(name, sparse={"model_name_or_path": str(SPLADE), "hybrid": where,
                                           "save_path": str(OUT / "scifact" / "index" / "sparse")})
         engine.hybrid_search(qtexts[:5], top_k=100)  # warm
+        signals._GATES.clear()  # the query gate starts empty, as in a fresh server
         t = time.perf_counter()
         found = engine.hybrid_search(qtexts, top_k=100)
         ms = (time.perf_counter() - t) * 1000 / len(qtexts)
@@ -346,11 +365,18 @@ def main() -> None:
     p.add_argument("--prepare", action="store_true", help="build the sets' indexes and cache their runs")
     p.add_argument("--test", action="store_true", help="scifact-test, once, for the candidates --only names")
     p.add_argument("--only", nargs="*", help="candidates to evaluate (default: all)")
+    p.add_argument("--end-to-end", action="store_true",
+                   help="the default hybrid through Retriever.hybrid_search on the sets (not scifact-test)")
     p.add_argument("sets", nargs="*", default=["scifact-train", "scifact-names", "synth"])
     args = p.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.prepare:
         prepare(args.sets)
+        return
+    if args.end_to_end:
+        lines = [f"{name}:\n" + "\n".join(end_to_end(name, ("off",))) for name in args.sets]
+        print("\n\n".join(lines), file=sys.stderr)
+        write_section("issue32-end-to-end", "\n\n".join(lines) + "\n", out=ROOT / "bench" / "QUALITY.md")
         return
     sets = ["scifact-test"] if args.test else args.sets
     lines, data = study(sets, args.only)

@@ -221,3 +221,14 @@ def _root_logging_restored() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def _query_gates_emptied() -> Iterator[None]:
+    """Hybrid's query gates (search/signals.py) remember a collection's recent queries for the
+    whole process; the session's shared collections (built_project) would carry one test's
+    queries into the next. Each test starts with none."""
+    yield
+    from retriever.search import signals
+
+    signals._GATES.clear()

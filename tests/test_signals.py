@@ -62,3 +62,71 @@ def test_hybrid_applies_it_per_query(built_project) -> None:  # type: ignore[no-
         assert [h.id for h in got[i]] == [k for k, _ in want]
         assert [h.score for h in got[i]] == pytest.approx([v for _, v in want], abs=1e-6)
     assert moved  # the check moved some query's priors
+
+
+# ---- the query gate: the collection's recent queries, not one query, open it ------------------
+
+def agreeing() -> tuple[np.ndarray, np.ndarray]:
+    return bm25(4, score=5.0)  # BM25's best is dense's best: a gap of 0
+
+
+def disagreeing() -> tuple[np.ndarray, np.ndarray]:
+    return bm25(1, score=5.0)  # dense's cosine of BM25's best is 0.10 below its own best
+
+
+def test_the_gate_opens_only_after_enough_disagreeing_queries() -> None:
+    from retriever.search.signals import GATE_WARM, QueryGate
+
+    gate = QueryGate()
+    for _ in range(GATE_WARM):  # warming: the fusion is kept, whatever the gaps
+        assert gate.weigh([0.5, 0.5], DENSE, disagreeing(), bound=10.0) is None
+    assert gate.weigh([0.5, 0.5], DENSE, disagreeing(), bound=10.0) == [1.0, 0.0]
+    assert gate.weigh([0.5, 0.25, 0.25], DENSE, agreeing(), bound=10.0) == [1.0, 0.0, 0.0]
+
+
+def test_the_gate_keeps_the_fusion_for_strong_bm25_matches_and_untrusted_dense() -> None:
+    from retriever.search.signals import GATE_COVERAGE, GATE_WARM, QueryGate
+
+    gate = QueryGate()
+    for _ in range(GATE_WARM):
+        gate.weigh([0.5, 0.5], DENSE, disagreeing(), bound=10.0)
+    assert gate.is_open()
+    strong = bm25(1, score=10.0 * GATE_COVERAGE)  # its best reaches GATE_COVERAGE of the bound
+    assert gate.weigh([0.5, 0.5], DENSE, strong, bound=10.0) is None
+    assert gate.weigh([0.3, 0.7], DENSE, disagreeing(), bound=10.0) is None  # dense not trusted
+
+
+def test_the_gate_closes_when_the_queries_agree_again() -> None:
+    from retriever.search.signals import GATE_WARM, GATE_WINDOW, QueryGate
+
+    gate = QueryGate()
+    for _ in range(GATE_WARM):
+        gate.weigh([0.5, 0.5], DENSE, disagreeing(), bound=10.0)
+    assert gate.is_open()
+    for _ in range(GATE_WINDOW // 2 + 1):  # more than half of the window agrees: the median is 0
+        gate.weigh([0.5, 0.5], DENSE, agreeing(), bound=10.0)
+    assert not gate.is_open()
+
+
+def test_hybrid_answers_in_dense_order_where_the_gate_is_open(built_project) -> None:  # type: ignore[no-untyped-def]
+    """The engine's hybrid consults its collection's gate: opened by earlier disagreeing queries,
+    a query without a strong BM25 match comes back in dense's order; `query_gate: false` or the
+    gate closed keeps the adaptive fusion."""
+    from conftest import engine_for
+    from retriever.search import signals
+
+    query = "light earthquakes sugar"  # three topics' words: BM25 and dense disagree below the top
+    fused = engine_for(built_project, {"hybrid": {"query_gate": False}})
+    fused.init()
+    dense_ids = [h.id for h in fused.search([query], top_k=10)[0]]
+    fused_ids = [h.id for h in fused.hybrid_search([query], top_k=10)[0]]
+    assert fused_ids != dense_ids  # BM25 moves this query's fusion (else the test shows nothing)
+
+    gated = engine_for(built_project)
+    gated.init()
+    assert [h.id for h in gated.hybrid_search([query], top_k=10)[0]] == fused_ids  # the gate is still warming
+    gate = signals.gate_for(str(gated.session.config.paths().bm25))
+    for _ in range(signals.GATE_WARM):
+        gate.weigh([0.5, 0.5], DENSE, disagreeing(), bound=10.0)
+    assert [h.id for h in gated.hybrid_search([query], top_k=10)[0]] == dense_ids
+    assert [h.id for h in fused.hybrid_search([query], top_k=10)[0]] == fused_ids  # off: the fusion

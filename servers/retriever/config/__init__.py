@@ -157,6 +157,10 @@ class HybridConfig(Section):
     # adaptive: a query whose best BM25 document dense ranks far below its own best leans on dense
     # (search/signals.py; bench/QUALITY.md, issue 32)
     cross_check: bool = False
+    # adaptive: where the collection's recent queries mostly find BM25's best document far down
+    # dense's list (name-like queries over descriptions), a query without a strong BM25 match is
+    # answered in dense's order (search/signals.py's query gate; bench/QUALITY.md, issue 32)
+    query_gate: bool = True
 
 
 COLLECTION_NAME = re.compile(r"[A-Za-z0-9_]{1,255}")  # used with fullmatch: "abc\n" is refused

@@ -128,17 +128,23 @@ class Hybrid:
         if "sparse" in lists and h.fusion == "adaptive":  # over each query's best sparse score
             for scale, (_, found) in zip(scales, lists["sparse"]):
                 scale["sparse"] = max(float(found[0]), 1e-12) if len(found) else 1.0
+        gate = signals.gate_for(str(s.config.paths().bm25)) if h.query_gate else None
         return [fused_rows(s.collection, {name: ranked[i] for name, ranked in lists.items()},
-                           h.fusion, self._checked(s, weights, lists, scales, i), h.rrf_k, depth, scales[i])
-                for i in range(len(queries))]
+                           h.fusion, self._checked(s, weights, lists, scales, i, gate), h.rrf_k, depth, scales[i])
+                for i in range(len(queries))]  # in order: each query's gate is what the ones before it left
 
     def _checked(self, s: Session, weights: list[float], lists: dict[str, list[RowRanking]],
-                 scales: list[dict[str, float]], i: int) -> list[float]:
-        """Query i's priors: moved by the cross-check of dense and BM25 (signals.py) where it is on."""
+                 scales: list[dict[str, float]], i: int, gate: signals.QueryGate | None) -> list[float]:
+        """Query i's priors: dense alone where the query gate says so, else moved by the
+        cross-check where it is on (signals.py); both need adaptive fusion over cosines."""
         normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
-        if not (self.options.cross_check and self.options.fusion == "adaptive" and normalized and "bm25" in lists):
+        if not (self.options.fusion == "adaptive" and normalized and "bm25" in lists):
             return weights
-        return signals.checked_weights(weights, lists["dense"][i], lists["bm25"][i], scales[i].get("bm25", 0.0))
+        dense, bm25, bound = lists["dense"][i], lists["bm25"][i], scales[i].get("bm25", 0.0)
+        leaned = gate.weigh(weights, dense, bm25, bound) if gate is not None else None
+        if leaned is not None:
+            return leaned
+        return signals.checked_weights(weights, dense, bm25, bound) if self.options.cross_check else weights
 
     def _scales(self, s: Session, queries: list[str], d_scores: Sequence[np.ndarray]) -> list[dict[str, float]]:
         """Adaptive fusion's absolute scales, per query: BM25 over the highest score its terms
