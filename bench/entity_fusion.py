@@ -342,7 +342,7 @@ def end_to_end(name: str, variants: tuple[str, ...] = ("off", "fused", "instead_
     qtexts = [texts[q] for q in qids]
     lines = ["| hybrid through Retriever.hybrid_search | nDCG@10 | R@100 | ms per query (one call of all queries) |",
              "|---|---|---|---|"]
-    for label, where in (("default (dense + BM25, adaptive, vector_weight auto)", "off"),
+    for label, where in (("default (dense + BM25, adaptive, vector_weight auto, query gate)", "off"),
                          ("+ SPLADE-tiny (sparse.hybrid: fused)", "fused"),
                          ("SPLADE-tiny instead of BM25 (sparse.hybrid: instead_of_bm25)", "instead_of_bm25")):
         if where not in variants:
@@ -374,7 +374,7 @@ def main() -> None:
         prepare(args.sets)
         return
     if args.end_to_end:
-        lines = [f"{name}:\n" + "\n".join(end_to_end(name, ("off",))) for name in args.sets]
+        lines = [f"`{name}`:\n\n" + "\n".join(end_to_end(name, ("off",))) for name in args.sets]
         print("\n\n".join(lines), file=sys.stderr)
         write_section("issue32-end-to-end", "\n\n".join(lines) + "\n", out=ROOT / "bench" / "QUALITY.md")
         return
