@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
-
-import httpx
 
 from ..config import Config
 from ..errors import ConfigError, ForbiddenError, RemoteError
 from ..retry import Retryable, RetryPolicy, retried_status
 from ..security.guard import FROM_CLIENT
 from ..security.redaction import detail
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ def token(cfg: Config, url: str | None = None) -> str | None:
 def deploy_search(cfg: Config, url: str, payload: dict[str, Any]) -> dict[str, Any]:
     """The service's reply to `payload` (`cfg`: the operator's); a RemoteError naming the URL and
     status if it still fails after `remote.max_retries` retries."""
+    import httpx  # here, not at import: a server that never calls a deployed service skips it (~60 ms at start)
+
     secret = token(cfg, url)
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
     policy = RetryPolicy(cfg.remote.max_retries, base_delay=0.5, max_delay=10.0)
@@ -79,6 +82,8 @@ class _Refused(Exception):
 
 def _post(client: httpx.Client, url: str, payload: dict[str, Any], secret: str | None) -> httpx.Response:
     """One request: the 200 reply; else Retryable (a connection error, a retried status) or _Refused."""
+    import httpx
+
     try:
         response = client.post(url, json=payload)
     except httpx.TransportError as e:
