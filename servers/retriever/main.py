@@ -8,10 +8,7 @@ import argparse
 import json
 import logging
 import sys
-import threading
-from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
 
 from .cli import (
     _positive,
@@ -31,13 +28,13 @@ log = logging.getLogger("retriever")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    try:
-        # with --init the collection opens on a thread of its own while the MCP layer is imported
-        # (FastMCP alone takes about a second): model compile, index and file reads overlap it
-        opening = _open_in_background(args) if args.init else None
-        from .mcp import build_server
+    from .mcp import build_server
 
-        engine = opening.result() if opening is not None else _serving_engine(args)
+    try:
+        engine = _ultrarag_engine(args) if args.ultrarag else _retriever(args)
+        engine.shared = args.transport == "http"  # one session serves every HTTP client
+        if args.init:
+            engine.init()
         profile, include, exclude = parse_tools(args.tools)
         server = build_server(engine, read_only=True if args.read_only else None, ultrarag=args.ultrarag,
                               profile=profile, include=include, exclude=exclude)
@@ -61,31 +58,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
                uvicorn_config={"log_config": None, "log_level": args.log_level.lower(),  # uvicorn in our format
                                **uvicorn_limits(engine.base_config)})  # header timeout, open connections
     return 0
-
-
-def _serving_engine(args: argparse.Namespace) -> Any:
-    engine = _ultrarag_engine(args) if args.ultrarag else _retriever(args)
-    engine.shared = args.transport == "http"  # one session serves every HTTP client
-    return engine
-
-
-def _open_in_background(args: argparse.Namespace) -> Future[Any]:
-    """The engine of `serve --init`, made and initialised on a daemon thread; its result (or the
-    error that stopped it, raised again by .result()) is awaited before the server is built, so
-    requests that came meanwhile wait in the pipe and are answered once it is open."""
-    opening: Future[Any] = Future()
-
-    def work() -> None:
-        try:
-            engine = _serving_engine(args)
-            engine.init()
-        except BaseException as e:  # noqa: BLE001 - handed to the main thread, which decides
-            opening.set_exception(e)
-        else:
-            opening.set_result(engine)
-
-    threading.Thread(target=work, name="retriever-init", daemon=True).start()
-    return opening
 
 
 def parse_tools(spec: str | None) -> tuple[str | None, list[str] | None, list[str] | None]:
