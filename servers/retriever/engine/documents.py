@@ -15,7 +15,8 @@ from ..errors import AlreadyExistsError, IndexMissingError, NotYetSupportedError
 from ..filters import Filter
 from ..filters import parse as parse_filter
 from ..indexes import DocumentStore, View
-from ..search import BM25, Dense, Hybrid, Ranker, run, stored
+from ..indexes.milvus_sparse import RECORD as SPARSE_RECORD
+from ..search import BM25, Dense, Hybrid, Ranker, learned_sparse, run, stored
 from ..session import Session, bm25_manifest, build_bm25
 from ..store.catalog import remember_corpus
 from ..store.persist import read_manifest
@@ -113,7 +114,8 @@ class Held:
             raise NotYetSupportedError("the index backend holds the documents and their vectors: use an embedding "
                                        "backend, not 'bm25'")
         vectors = s.embedder.encode_passages([d.text for d in docs])
-        index, replaced = self.store.upsert(View(s.config, s.collection, s.embedder), s.dense, docs, vectors)
+        view = View(s.config, s.collection, s.embedder, learned_sparse.encoder_of(s.config))
+        index, replaced = self.store.upsert(view, s.dense, docs, vectors)
         return replace(s, dense=index), {"added": len(docs) - replaced, "replaced": replaced, "documents": len(index)}
 
     def delete(self, s: Session, ids: Sequence[str], f: Filter | None, progress: bool) -> tuple[Session, Report]:
@@ -133,8 +135,10 @@ class Held:
                 return stored.bm25(s, self.store, queries, k, f, scale_score, threshold)
             case Hybrid():
                 return stored.hybrid(s, self.store, ranker, queries, k, f, scale_score, threshold)
+            case learned_sparse.Sparse():
+                return stored.sparse(s, self.store, queries, k, f, scale_score, threshold)
         raise NotYetSupportedError(f"{type(ranker).__name__.lower()} search needs a corpus here: the index backend "
-                                   "holds the documents and ranks dense, BM25 and hybrid only")
+                                   "holds the documents and ranks dense, BM25, hybrid and sparse only")
 
     def rows(self, s: Session, tool: str) -> None:
         raise NotYetSupportedError(f"{tool} needs a corpus here, not documents kept in the index backend only: set "
@@ -152,6 +156,19 @@ class Held:
                                        "is_demo: false to keep a corpus here")
         return s, {"collection": s.config.collection_name or "default", "full_text": True, "documents": held,
                    "lang": s.config.backend_configs.bm25.lang}
+
+
+def held_sparse_index(s: Session) -> Report:
+    """sparse_index where the backend holds the documents: nothing to build, it keeps each
+    document's learned-sparse vector, written with the document (indexes/milvus_sparse.py)."""
+    learned_sparse.SparseModel.of(s.config.sparse)  # names the setting where there is no sparse model
+    saved = s.dense.manifest.get(SPARSE_RECORD) if s.dense is not None else None
+    if saved is None:
+        raise IndexMissingError("the index backend holds the documents and writes their learned-sparse vectors with "
+                                "them: call retriever_index(overwrite=true) to build the collection with "
+                                "sparse.model_name_or_path (a collection made without it has none)")
+    return {"collection": s.config.collection_name or "default", "learned_sparse": True,
+            "documents": len(s.dense) if s.dense is not None else 0, "model": saved.get("model")}
 
 
 LOCAL = Local()

@@ -43,7 +43,7 @@ from ..store.locks import collection_lock
 from ..store.manifests import dense_manifest, runtime_record
 from ..store.persist import read_manifest
 from ..types import Document, Hit
-from .documents import documents_of
+from .documents import documents_of, held_sparse_index
 
 log = logging.getLogger(__name__)
 RowRankings = tuple[Sequence[np.ndarray], Sequence[np.ndarray]]  # per query: rows best first, scores
@@ -179,7 +179,8 @@ class Retriever:
               index_path: str | None = None) -> dict[str, Any]:
         """Build the vector index from the embedding file and publish it atomically."""
         with self._writing("retriever_index") as s:
-            view = View(s.config, s.collection, self._embedder_of(s, "retriever_index"))
+            view = View(s.config, s.collection, self._embedder_of(s, "retriever_index"),
+                        learned_sparse.encoder_of(s.config) if s.held is not None else None)
             embedding_file = self._path(embedding_path, s.config.paths().embedding, "embedding_path")
             folder = self._path(index_path, s.config.paths().faiss, "index_path")
             index, report = s.index_backend.build(view, embedding_file, folder, pick(overwrite, s.config.overwrite))
@@ -243,7 +244,8 @@ class Retriever:
         progress bar on stderr with `progress`)."""
         with self._writing("sparse_index") as s:
             text_only(s, "sparse_index")
-            documents_of(s).rows(s, "sparse_index")
+            if s.held is not None:  # the backend keeps each document's vector, written with it
+                return held_sparse_index(s)
             return learned_sparse.build(s, pick(overwrite, s.config.overwrite), progress)
 
     def sparse_search(self, query_list: str | Sequence[str], top_k: int | None = None,

@@ -60,14 +60,34 @@ class VectorIndex(Protocol):
         ...
 
 
+class SparseEncoding(Protocol):
+    """A learned-sparse model (search/learned_sparse.SparseModel), handed down to a backend that
+    keeps its vectors itself (Milvus holding the documents: milvus_sparse.py)."""
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """What a collection records of the model (a different one is refused)."""
+        ...
+
+    def documents(self, texts: Sequence[str], progress: bool = False) -> Any:
+        """The documents' vectors, a scipy CSR matrix (one row each)."""
+        ...
+
+    def queries(self, texts: Sequence[str]) -> Any:
+        """The queries' vectors, a scipy CSR matrix (one row each)."""
+        ...
+
+
 @dataclass(frozen=True)
 class View:
     """What an index backend sees of a session: its settings, its documents (the corpus and the
-    change log, by row) and its model."""
+    change log, by row) and its model; `sparse`: the learned-sparse model where the engine writes
+    to a backend that keeps its vectors (None: none configured, or not needed here)."""
 
     config: Config
     collection: Collection
     embedder: Embedder
+    sparse: SparseEncoding | None = None
 
 
 Vectors = Iterator[tuple[list[Document], np.ndarray]]  # documents and their vectors, a batch at a time
@@ -104,6 +124,12 @@ class DocumentStore(Protocol):
 
     def text_hits(self, index: VectorIndex | None, queries: Sequence[str], k: int, f: Filter | None) -> list[list[Hit]]:
         """BM25 hits ranked by the backend (NotYetSupportedError where it does not rank text)."""
+        ...
+
+    def sparse_hits(self, index: VectorIndex | None, encoder: SparseEncoding, queries: Sequence[str], k: int,
+                    f: Filter | None) -> list[list[Hit]]:
+        """Learned-sparse hits ranked by the backend (NotYetSupportedError / IndexMismatchError where
+        it keeps no vectors of `encoder`'s model)."""
         ...
 
     def text_index(self, index: VectorIndex | None) -> int | None:

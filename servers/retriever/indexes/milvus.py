@@ -63,6 +63,9 @@ from .milvus_client import (  # noqa: F401  (re-exported: the Milvus layer's pub
     validate_collection_name,
 )
 from .milvus_df import TermStats, counted
+from .milvus_sparse import FIELD as SPARSE_FIELD
+from .milvus_sparse import RECORD
+from .milvus_sparse import add_to as add_sparse
 
 if TYPE_CHECKING:
     from .milvus_fulltext import FullText
@@ -184,6 +187,8 @@ class MilvusStore:
         index.add_index(field_name=f.vector, **params)
         if ft is not None:
             ft.add_to(schema, index, f.text, f.text_max_length)
+        if info.get(RECORD) is not None:  # a sparse model's vectors (milvus_sparse.py: opt-in)
+            add_sparse(schema, index)
         self._call("create_collection", self._client.create_collection, self.collection, schema=schema,
                    consistency_level=STRONG)
         self._writes += 1
@@ -258,11 +263,12 @@ class MilvusStore:
 
     def upsert(
         self, ids: Sequence[str], vectors: np.ndarray, texts: Sequence[str], metadatas: Sequence[dict[str, Any]],
-        new: bool = False,
+        new: bool = False, sparse: Sequence[dict[int, float]] | None = None,
     ) -> int:
         """Insert or replace rows by id, `chunk` rows per call. Returns the number of rows written.
         `new`: the ids are not in the collection (a build): nothing is read back, and the document
-        frequencies of our terms wait for `count_terms()`."""
+        frequencies of our terms wait for `count_terms()`. `sparse`: the rows' learned-sparse vectors
+        (a collection made with a sparse model: milvus_sparse.py)."""
         ids, texts, metadatas = list(ids), list(texts), list(metadatas)
         self._check_rows(ids, vectors, texts, metadatas)
         f, ft = self.fields, self.full_text
@@ -272,6 +278,8 @@ class MilvusStore:
                 {f.id: i, f.vector: v, f.text: t, f.metadata: m}
                 for i, v, t, m in zip(ids[part], vectors[part], texts[part], metadatas[part], strict=True)
             ]
+            for row, vector in zip(rows, sparse[part] if sparse is not None else (), strict=False):
+                row[SPARSE_FIELD] = vector
             delta = None
             if ft is not None and ft.terms_field:  # our bm25s terms, read by Milvus's BM25 function
                 for row, terms in zip(rows, ft.analysed(texts[part]), strict=True):

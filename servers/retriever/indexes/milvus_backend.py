@@ -21,7 +21,8 @@ from ..store.embedfile import open_embeddings
 from ..store.manifests import dense_manifest
 from ..store.persist import check_manifest
 from ..types import Document, Hit
-from .base import Change, Vectors, View
+from . import milvus_sparse
+from .base import Change, SparseEncoding, Vectors, View
 from .milvus import MilvusStore
 from .milvus_filters import to_milvus
 from .milvus_fulltext import FullText, check_collection, probe
@@ -52,10 +53,12 @@ class MilvusBackend:
         """What a Milvus collection records: in demo mode there is no corpus file to fingerprint;
         with full_text, the analyzer and BM25 parameters too."""
         e = view.embedder
+        learned = {milvus_sparse.RECORD: view.sparse.record} if self.holds and view.sparse is not None else {}
         if self.full_text is not None:
-            return {"model": e.model_id, "dimension": e.dimension, "is_demo": True, "full_text": self.full_text.record()}
+            return {"model": e.model_id, "dimension": e.dimension, "is_demo": True, "full_text": self.full_text.record(),
+                    **learned}
         if self.holds:
-            return {"model": e.model_id, "dimension": e.dimension, "is_demo": True}
+            return {"model": e.model_id, "dimension": e.dimension, "is_demo": True, **learned}
         return {**dense_manifest(view.collection.base, e), "is_demo": False}
 
     def load(self, view: View, warnings: list[str]) -> MilvusIndex | None:
@@ -65,6 +68,8 @@ class MilvusBackend:
         if not store.exists():
             if self.full_text is not None:
                 probe(store, self.full_text)  # refused here, at retriever_init, by a Milvus without BM25
+            if self.holds and milvus_sparse.wanted(view.config):
+                milvus_sparse.probe(store)  # a sparse model: refused at retriever_init by a Milvus without sparse vectors
             return None
         if self.full_text is not None:
             check_collection(store, self.full_text)
@@ -90,6 +95,9 @@ class MilvusBackend:
         cfg = view.config
         store = self._store(cfg)
         info = {**self.manifest(view), "log_generation": view.collection.changes.generation}
+        sparse = view.sparse if self.holds else None
+        if sparse is not None:
+            milvus_sparse.probe(store)
         if self.holds:
             batches = _corpus_batches(view, embedding_file or cfg.paths().embedding)
         else:
@@ -99,7 +107,7 @@ class MilvusBackend:
             vectors = open_embeddings(embedding_file or cfg.paths().embedding,
                                       dense_manifest(view.collection.base, view.embedder))
             batches = _row_batches(view, vectors)
-        index = build_collection(store, info, batches, overwrite)
+        index = build_collection(store, info, batches, overwrite, sparse)
         index = index.with_rows(None if self.holds else view.collection.row_of)
         return index, {"collection": store.collection, **info, "documents": len(index)}
 
@@ -134,6 +142,13 @@ class MilvusBackend:
                                        "and hybrid search there, or is_demo: false to keep a corpus here")
         return _held(index).text_hits(queries, k, f)
 
+    def sparse_hits(self, index: Any, encoder: SparseEncoding, queries: Sequence[str], k: int,
+                    f: Filter | None) -> list[list[Hit]]:
+        """Learned-sparse hits ranked by Milvus, where the collection was made with `encoder`'s model."""
+        held = _held(index)
+        milvus_sparse.check(held.manifest, encoder, held.store.collection)
+        return held.sparse_hits(encoder.queries(list(queries)), k, f)
+
     def text_index(self, index: Any) -> int | None:
         return None if self.full_text is None else (len(index) if index is not None else 0)
 
@@ -146,11 +161,17 @@ class MilvusBackend:
     def upsert(self, view: View, index: Any, docs: Sequence[Document], vectors: np.ndarray) -> tuple[MilvusIndex, int]:
         if not isinstance(index, MilvusIndex):
             store = self._store(view.config)
+            if view.sparse is not None:
+                milvus_sparse.probe(store)
             index = build_collection(store, {**self.manifest(view), "log_generation": 0}, [], overwrite=False)
             replaced = 0
         else:
             replaced = len(index.store.get([d.id for d in docs]))
-        index.write(docs, vectors)
+        sparse = None
+        if index.manifest.get(milvus_sparse.RECORD) is not None:  # made with a sparse model: its vectors, same model
+            milvus_sparse.check(index.manifest, view.sparse, index.store.collection)
+            sparse = milvus_sparse.encoded(view.sparse, [d.text for d in docs]) if view.sparse is not None else None
+        index.write(docs, vectors, sparse)
         return index, replaced
 
     def delete(self, index: Any, ids: Sequence[str], f: Filter | None) -> tuple[int, list[str]]:

@@ -24,10 +24,12 @@ import numpy as np
 
 from ..compute import on_compute_thread
 from ..config.milvus import MilvusConfig
+from ..errors import InvalidInputError
 from ..filters import Filter
 from ..types import Document, Hit
-from .base import Change
-from .milvus import MilvusStore
+from . import milvus_sparse
+from .base import Change, SparseEncoding
+from .milvus import MAX_TOP_K, MilvusStore
 from .milvus_filters import to_milvus
 from .milvus_fulltext import FullText
 
@@ -100,10 +102,21 @@ class MilvusIndex:
         return [[Hit(row=-1, id=i, text=t, score=s, metadata=m) for i, s, t, m in hits]
                 for hits in self._raw(queries, k, f, ann)]
 
+    def sparse_hits(self, queries: Any, k: int, f: Filter | None = None) -> list[list[Hit]]:
+        """Learned-sparse hits (query vectors: a CSR matrix) ranked by Milvus (milvus_sparse.py)."""
+        if not 1 <= k <= MAX_TOP_K:
+            raise InvalidInputError(f"top_k must be between 1 and {MAX_TOP_K} for Milvus, got {k}")
+        fields = self.store.fields
+        expr = to_milvus(f, fields.id, fields.metadata) if f is not None else None
+        found = on_compute_thread(milvus_sparse.search, self.store, queries, k, expr)
+        return [[Hit(row=-1, id=i, text=t, score=s, metadata=m) for i, s, t, m in hits] for hits in found]
+
     # ---- writes -----------------------------------------------------------------------------
 
-    def write(self, docs: Sequence[Document], vectors: np.ndarray) -> None:
-        self.store.upsert([d.id for d in docs], vectors, [d.text for d in docs], [d.metadata for d in docs])
+    def write(self, docs: Sequence[Document], vectors: np.ndarray,
+              sparse: Sequence[dict[int, float]] | None = None) -> None:
+        self.store.upsert([d.id for d in docs], vectors, [d.text for d in docs], [d.metadata for d in docs],
+                          sparse=sparse)
 
     def apply(self, change: Change) -> MilvusIndex:
         """The change log's latest change: upsert the added documents, delete the deleted ids,
@@ -131,8 +144,10 @@ def shared_store(mcfg: MilvusConfig, collection: str, full_text: FullText | None
     return store
 
 
-def build_collection(store: MilvusStore, info: dict[str, Any], batches: Any, overwrite: bool) -> MilvusIndex:
-    """(Re)create the collection and fill it from `batches` of (documents, vectors)."""
+def build_collection(store: MilvusStore, info: dict[str, Any], batches: Any, overwrite: bool,
+                     sparse: SparseEncoding | None = None) -> MilvusIndex:
+    """(Re)create the collection and fill it from `batches` of (documents, vectors); with `sparse`
+    (info records its model) the documents' learned-sparse vectors too."""
     if store.exists():
         if not overwrite:
             from ..errors import AlreadyExistsError
@@ -142,6 +157,8 @@ def build_collection(store: MilvusStore, info: dict[str, Any], batches: Any, ove
     store.create(int(info["dimension"]), info)
     for docs, vectors in batches:
         if docs:
-            store.upsert([d.id for d in docs], vectors, [d.text for d in docs], [d.metadata for d in docs], new=True)
+            texts = [d.text for d in docs]
+            store.upsert([d.id for d in docs], vectors, texts, [d.metadata for d in docs], new=True,
+                         sparse=milvus_sparse.encoded(sparse, texts) if sparse is not None else None)
     store.count_terms()
     return MilvusIndex(store, None, {**info, "dimension": int(info["dimension"])})

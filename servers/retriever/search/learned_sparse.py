@@ -122,6 +122,14 @@ class SparseModel:
         return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, width), dtype=np.float32)
 
 
+def encoder_of(cfg: Config) -> SparseModel | None:
+    """The sparse model a backend that keeps its own vectors is handed (indexes.base.View.sparse:
+    Milvus holding the documents), None where parameter.yaml names none or the documents are images."""
+    if not cfg.sparse.model_name_or_path or cfg.is_multimodal:
+        return None
+    return SparseModel.of(cfg.sparse)
+
+
 # ---- the index of a session's collection -------------------------------------------------------
 
 _lock = threading.Lock()  # one catch-up at a time

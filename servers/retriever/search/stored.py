@@ -30,7 +30,7 @@ from ..indexes import DocumentStore
 from ..security.limits import chunked
 from ..session import Session
 from ..types import Hit, Hits
-from . import rerank
+from . import learned_sparse, rerank
 from .fusion import SCALERS, rrf
 from .hybrid import fused_hits, fused_scale, source_of
 from .rankers import BM25, Dense, Hybrid, Ranker, text_only
@@ -66,6 +66,25 @@ def bm25(s: Session, store: DocumentStore, queries: list[str], k: int, f: Filter
                                     chain), queries, s.config.limits, depth)
 
 
+def sparse(s: Session, store: DocumentStore, queries: list[str], k: int, f: Filter | None, scale_score: bool,
+           threshold: float | None) -> Hits:
+    """Learned-sparse hits ranked by the backend (a collection made with parameter.yaml's sparse
+    model: indexes/milvus_sparse.py), `k` per query."""
+    model = _sparse_model(s)
+    reranking = rerank.plan(s.config.rerank)  # the cross-encoder stage (rerank.py): scores its own, unscaled
+    depth = k if reranking is None else reranking.retrieve(k)
+    chain = stages(learned_sparse.Sparse().scale(s) if scale_score and reranking is None else None, threshold)
+    return chunked(lambda qs: apply(rerank.after(reranking, qs, store.sparse_hits(s.dense, model, qs, depth, f), k),
+                                    chain), queries, s.config.limits, depth)
+
+
+def _sparse_model(s: Session) -> learned_sparse.SparseModel:
+    if s.config.is_multimodal:
+        raise NotYetSupportedError("sparse search: this collection holds images (is_multimodal), which have no text "
+                                   "for a sparse model; search them with retriever_search")
+    return learned_sparse.SparseModel.of(s.config.sparse)
+
+
 def weights(h: HybridConfig) -> list[float]:
     vw = AUTO_VECTOR_WEIGHT if h.vector_weight is None else h.vector_weight
     return [vw, 1.0 - vw]
@@ -73,11 +92,17 @@ def weights(h: HybridConfig) -> list[float]:
 
 def hybrid(s: Session, store: DocumentStore, ranker: Hybrid, queries: list[str], k: int, f: Filter | None,
            scale_score: bool, threshold: float | None) -> Hits:
-    """Dense and BM25 hits from the backend, each `candidate_depth` deep, fused per query."""
+    """Dense and BM25 hits from the backend, each `candidate_depth` deep, fused per query; with a
+    sparse model and `sparse.hybrid`, the backend's learned-sparse hits beside them (BM25's prior
+    shared half and half) or in BM25's place, as search/learned_sparse.hybrid_lists does locally."""
     embedder = _embedder(s, "hybrid search")
     text_only(s, "hybrid search")
     h = ranker.options
     w = weights(h)
+    where = s.config.sparse.hybrid if s.config.sparse.model_name_or_path else "off"
+    model = _sparse_model(s) if where != "off" else None
+    if where == "fused":
+        w = [w[0], w[1] / 2, w[1] / 2]
     reranking = rerank.plan(s.config.rerank)  # the cross-encoder stage (rerank.py): scores its own, unscaled
     top = k if reranking is None else reranking.retrieve(k)
     chain = stages(fused_scale(h.fusion, w, h.rrf_k) if scale_score and reranking is None else None, threshold)
@@ -86,10 +111,18 @@ def hybrid(s: Session, store: DocumentStore, ranker: Hybrid, queries: list[str],
     def one(chunk: list[str]) -> Hits:
         vectors = embedder.encode_queries(chunk, pick(ranker.query_instruction, s.config.query_instruction))
         dense = compute.submit(store.hits, s.dense, vectors, h.candidate_depth, f, ranker.ann)
-        text = store.text_hits(s.dense, chunk, h.candidate_depth, f)
-        bounds = _bounds(s, h, chunk)
-        fused = [fused_hits({"dense": d, "bm25": b}, h.fusion, w, h.rrf_k, top, _scales(h, d, b, normalized, bound))
-                 for d, b, bound in zip(dense.result(), text, bounds)]
+        text = store.text_hits(s.dense, chunk, h.candidate_depth, f) if where != "instead_of_bm25" else None
+        learned = store.sparse_hits(s.dense, model, chunk, h.candidate_depth, f) if model is not None else None
+        bounds = _bounds(s, h, chunk) if text is not None else [None] * len(chunk)
+        fused = []
+        for i, (d, bound) in enumerate(zip(dense.result(), bounds, strict=True)):
+            lists, scales = {"dense": d}, _scales(h, d, text[i] if text is not None else [], normalized, bound)
+            if text is not None:
+                lists["bm25"] = text[i]
+            if learned is not None:  # adaptive: over the query's best sparse score, as locally
+                lists["sparse"] = learned[i]
+                scales = {**scales, "sparse": max(float(learned[i][0].score), 1e-12) if learned[i] else 1.0}
+            fused.append(fused_hits(lists, h.fusion, w, h.rrf_k, top, scales))
         return apply(rerank.after(reranking, chunk, fused, k), chain)
 
     return chunked(one, queries, s.config.limits, max(top, h.candidate_depth))
@@ -126,7 +159,7 @@ def _scales(h: HybridConfig, dense: Sequence[Hit], text: Sequence[Hit], normaliz
 
 def searched(s: Session, store: DocumentStore, ranker: Ranker, queries: list[str], depth: int,
              f: Filter | None) -> Hits:
-    """Per query, the backend's top `depth` hits of `ranker`'s kind (dense, BM25 or hybrid), unscaled."""
+    """Per query, the backend's top `depth` hits of `ranker`'s kind (dense, BM25, hybrid or sparse), unscaled."""
     match ranker:
         case Dense():
             return dense(s, store, ranker, queries, depth, f, False, None)
@@ -134,8 +167,10 @@ def searched(s: Session, store: DocumentStore, ranker: Ranker, queries: list[str
             return bm25(s, store, queries, depth, f, False, None)
         case Hybrid():
             return hybrid(s, store, ranker, queries, depth, f, False, None)
+        case learned_sparse.Sparse():
+            return sparse(s, store, queries, depth, f, False, None)
     raise NotYetSupportedError(f"{ranker.name} search needs a corpus here: the index backend holds the documents "
-                               "and ranks dense, BM25 and hybrid only")
+                               "and ranks dense, BM25, hybrid and sparse only")
 
 
 def multi_query(s: Session, store: DocumentStore, ranker: Ranker, question_list: Any, k: int, depth: int,
