@@ -331,3 +331,20 @@ def test_multi_query_and_fanout_through_the_tools(indexed, fresh) -> None:
         first = dict(zip(out["ret_ids"][0][:2], out["ret_collections"][0][:2]))  # each collection's best tie
         assert first.get("n1") == names[0], mode
         assert out["ret_ids"][1][:2] == ["doc00", "doc00"] and set(out["ret_collections"][1][:2]) == set(names), mode
+
+
+def test_the_query_gate_acts_on_the_hybrid_milvus_returns(indexed) -> None:
+    """The query gate (search/signals.py) as locally: once the collection's recent queries opened
+    it, a query without a strong BM25 match comes back in dense's order."""
+    import numpy as np
+    from retriever.search import signals
+
+    query = "light earthquakes sugar"  # three topics' words: BM25 and dense disagree below the top
+    dense_ids = ids(indexed.search(query, top_k=10))
+    fused_ids = ids(indexed.hybrid_search(query, top_k=10))
+    assert fused_ids != dense_ids  # else the test shows nothing
+    gate = signals.gate_for(str(indexed.session.config.paths().bm25))
+    far = (np.array([1, 2]), np.array([0.8, 0.7])), (np.array([2]), np.array([1.0]))  # a gap of 0.1
+    for _ in range(signals.GATE_WARM):
+        gate.weigh([0.5, 0.5], *far, bound=10.0)
+    assert ids(indexed.hybrid_search(query, top_k=10)) == dense_ids

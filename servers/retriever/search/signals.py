@@ -26,6 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..types import Hit
+
 CROSS_TAU = 0.03  # the cosine gap at which BM25's prior reaches zero
 TRUSTED = 0.5  # the dense prior from which the cross-check acts
 COVERAGE_FLOOR = 0.25  # BM25's prior is scaled by its coverage of the query, at least by this
@@ -118,3 +120,16 @@ def gate_for(collection: str) -> QueryGate:
     """The query gate of a collection (by a key naming it), made on its first hybrid query."""
     with _GATES_LOCK:
         return _GATES.setdefault(collection, QueryGate())
+
+
+def hits_as_rows(dense: Sequence[Hit], bm25: Sequence[Hit]) -> tuple[tuple[np.ndarray, np.ndarray],
+                                                                      tuple[np.ndarray, np.ndarray]]:
+    """Two hit lists (a backend that holds the documents returns hits, not rows) as the rows and
+    scores the gate and the cross-check read, one number per id across both."""
+    number: dict[str, int] = {}
+
+    def rows(hits: Sequence[Hit]) -> tuple[np.ndarray, np.ndarray]:
+        return (np.asarray([number.setdefault(h.id, len(number)) for h in hits], dtype=np.int64),
+                np.asarray([float(h.score) for h in hits], dtype=np.float64))
+
+    return rows(dense), rows(bm25)

@@ -30,7 +30,7 @@ from ..indexes import DocumentStore
 from ..security.limits import chunked
 from ..session import Session
 from ..types import Hit, Hits
-from . import learned_sparse, rerank
+from . import learned_sparse, rerank, signals
 from .fusion import SCALERS, rrf
 from .hybrid import fused_hits, fused_scale, source_of
 from .rankers import BM25, Dense, Hybrid, Ranker, text_only
@@ -107,6 +107,9 @@ def hybrid(s: Session, store: DocumentStore, ranker: Hybrid, queries: list[str],
     top = k if reranking is None else reranking.retrieve(k)
     chain = stages(fused_scale(h.fusion, w, h.rrf_k) if scale_score and reranking is None else None, threshold)
     normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
+    # the query gate, as locally (signals.py): needs BM25's bound, which Milvus gives with the bm25s analyzer
+    gate = (signals.gate_for(str(s.config.paths().bm25))
+            if h.query_gate and h.fusion == "adaptive" and normalized and where != "instead_of_bm25" else None)
 
     def one(chunk: list[str]) -> Hits:
         vectors = embedder.encode_queries(chunk, pick(ranker.query_instruction, s.config.query_instruction))
@@ -122,7 +125,9 @@ def hybrid(s: Session, store: DocumentStore, ranker: Hybrid, queries: list[str],
             if learned is not None:  # adaptive: over the query's best sparse score, as locally
                 lists["sparse"] = learned[i]
                 scales = {**scales, "sparse": max(float(learned[i][0].score), 1e-12) if learned[i] else 1.0}
-            fused.append(fused_hits(lists, h.fusion, w, h.rrf_k, top, scales))
+            leaned = (gate.weigh(w, *signals.hits_as_rows(d, lists["bm25"]), bound)
+                      if gate is not None and bound is not None else None)
+            fused.append(fused_hits(lists, h.fusion, leaned or w, h.rrf_k, top, scales))
         return apply(rerank.after(reranking, chunk, fused, k), chain)
 
     return chunked(one, queries, s.config.limits, max(top, h.candidate_depth))
