@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "servers"))
 from fusion_study import _synth  # noqa: E402  (the same synthetic set as the fusion study's)
-from report import write_section  # noqa: E402
+from report import judged, write_section  # noqa: E402
 
 SCIFACT = ROOT / "data" / "scifact"
 OUT = ROOT / "bench" / "out" / "issue32"
@@ -118,15 +118,11 @@ def runs(name: str) -> dict[str, Any]:
     if cache.exists():
         return pickle.loads(cache.read_bytes())
     from retriever.search.calibration import measure
-    from retriever.search.evaluation import load_qrels, load_queries
     from retriever.search.rankers import BM25, Dense
 
     _, queries_path, qrels_path = materialise(name)
     engine = engine_for(name)
-    qrels = load_qrels(qrels_path)
-    texts = load_queries(queries_path)
-    qids = [q for q in qrels if q in texts]
-    qtexts = [texts[q] for q in qids]
+    qids, qrels, qtexts = judged(queries_path, qrels_path)
     out: dict[str, Any] = {"qids": qids, "qrels": qrels, "texts": qtexts, "seconds": {}}
     kinds = [("dense", engine.search), ("bm25", engine.bm25_search), ("sparse", engine.sparse_search)]
     out["sparse"] = [[] for _ in qids]
@@ -229,10 +225,11 @@ def cross_prior(x: dict[str, Any]) -> float:
 
 
 def cross_gap(d: Ranking, b: Ranking) -> float:
-    """Dense's best cosine minus its cosine of BM25's best document (below its last if absent)."""
-    if not d or not b:
-        return 0.0
-    return max(0.0, d[0][1] - dict(d).get(b[0][0], d[-1][1]))
+    """The server's cross gap (search/signals.py) of a query's two lists."""
+    from retriever.search.signals import cross_gap as gap
+
+    number: dict[str, int] = {}
+    return gap(as_rows(d, number), as_rows(b, number))
 
 
 def gated(x: dict[str, Any], priors: list[float]) -> list[float]:
@@ -333,13 +330,10 @@ def end_to_end(name: str, variants: tuple[str, ...] = ("off", "fused", "instead_
     fresh process's query gate), as shipped and with SPLADE-tiny in the fusion: nDCG@10, R@100
     and the time per query."""
     from retriever.search import signals
-    from retriever.search.evaluation import evaluate, load_qrels, load_queries
+    from retriever.search.evaluation import evaluate
 
     _, queries_path, qrels_path = materialise(name)
-    qrels = load_qrels(qrels_path)
-    texts = load_queries(queries_path)
-    qids = [q for q in qrels if q in texts]
-    qtexts = [texts[q] for q in qids]
+    qids, qrels, qtexts = judged(queries_path, qrels_path)
     lines = ["| hybrid through Retriever.hybrid_search | nDCG@10 | R@100 | ms per query (one call of all queries) |",
              "|---|---|---|---|"]
     for label, where in (("default (dense + BM25, adaptive, vector_weight auto, query gate)", "off"),

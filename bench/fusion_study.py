@@ -35,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "servers"))
-from report import write_section  # noqa: E402
+from report import judged, write_section  # noqa: E402
 
 SCIFACT = ROOT / "data" / "scifact"
 OUT = ROOT / "bench" / "out" / "fusion"
@@ -115,14 +115,9 @@ def runs(name: str) -> dict[str, Any]:
     cache = OUT / f"{name}.runs.pkl"
     if cache.exists():
         return pickle.loads(cache.read_bytes())
-    from retriever.search.evaluation import load_qrels, load_queries
-
     _, queries_path, qrels_path = materialise(name)
     engine = engine_for(name)
-    qrels = load_qrels(qrels_path)
-    texts = load_queries(queries_path)
-    qids = [q for q in qrels if q in texts]
-    qtexts = [texts[q] for q in qids]
+    qids, qrels, qtexts = judged(queries_path, qrels_path)
     dense = engine.search(qtexts, DEPTH)
     bm25 = engine.bm25_search(qtexts, DEPTH)
     s = engine.session

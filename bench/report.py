@@ -21,6 +21,15 @@ def scifact_queries(n: int) -> list[str]:
     return [texts[q] for q in dict.fromkeys(qids)][:n]
 
 
+def judged(queries: Path, qrels: Path) -> tuple[list[str], dict[str, dict[str, int]], list[str]]:
+    """The queries that have judgements, in qrels order: their ids, the qrels, their texts."""
+    from retriever.search.evaluation import load_qrels, load_queries
+
+    judgements, texts = load_qrels(qrels), load_queries(queries)
+    qids = [q for q in judgements if q in texts]
+    return qids, judgements, [texts[q] for q in qids]
+
+
 def markers(name: str) -> tuple[str, str]:
     return f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
 
