@@ -231,4 +231,4 @@ def _query_gates_emptied() -> Iterator[None]:
     yield
     from retriever.search import signals
 
-    signals._GATES.clear()
+    signals.forget_gates()

@@ -122,6 +122,12 @@ def gate_for(collection: str) -> QueryGate:
         return _GATES.setdefault(collection, QueryGate())
 
 
+def forget_gates() -> None:
+    """Every collection's gate back to empty, as in a fresh process (tests, benchmarks)."""
+    with _GATES_LOCK:
+        _GATES.clear()
+
+
 def hits_as_rows(dense: Sequence[Hit], bm25: Sequence[Hit]) -> tuple[tuple[np.ndarray, np.ndarray],
                                                                       tuple[np.ndarray, np.ndarray]]:
     """Two hit lists (a backend that holds the documents returns hits, not rows) as the rows and
