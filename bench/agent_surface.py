@@ -41,7 +41,7 @@ import asyncio, json, sys
 from fastmcp import Client
 from retriever import Retriever
 from retriever.config import Config
-from retriever.mcp import build_server
+from retriever.mcp.server import build_server
 
 async def main(read_only):
     async with Client(build_server(Retriever(Config()), read_only=read_only)) as client:
@@ -64,7 +64,7 @@ def listing(profile: str, read_only: bool, overrides: dict[str, Any], ultrarag: 
     from fastmcp import Client
     from retriever import Retriever
     from retriever.config import Config
-    from retriever.mcp import build_server
+    from retriever.mcp.server import build_server
 
     cfg = Config.model_validate({**overrides, **({"security": {"client_endpoints": True}} if ultrarag else {})})
     engine = Retriever(cfg)

@@ -232,7 +232,7 @@ def overhead(n: int, rounds: int = 3) -> str:
     import asyncio
 
     from fastmcp import Client
-    from retriever.mcp import build_server
+    from retriever.mcp.server import build_server
 
     folder = OUT / "overhead"
     shutil.rmtree(folder, ignore_errors=True)

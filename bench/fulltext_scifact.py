@@ -70,7 +70,7 @@ class Tools:
     def __init__(self, config: Path) -> None:
         from retriever.config import load_config
         from retriever.engine import Retriever
-        from retriever.mcp import build_server
+        from retriever.mcp.server import build_server
 
         self.server = build_server(Retriever(load_config(config), config.parent), profile="full")
 

@@ -65,12 +65,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "LEAN.md")
     args = ap.parse_args()
-    import retriever.mcp.tools as tools
+    import retriever.mcp.core as tools
     from fastmcp import FastMCP
     from retriever.api.calls import search
     from retriever.api.models import BM25SearchRequest
     from retriever.api.replies import reply
-    from retriever.mcp import build_server
+    from retriever.mcp.server import build_server
 
     e = engine()
     queries = scifact_queries(args.queries)
@@ -116,7 +116,7 @@ def main() -> None:
             {"query_list": [q], "top_k": 10}, default=str), 2000),
         "reply(): the payload as JSON text": alone(lambda: reply(payload), 2000),
     }
-    text_bytes = len(reply(payload).content[0].text.encode())  # type: ignore[union-attr]
+    text_bytes = len(reply(payload)[0].encode())
     lines = [
         f"## One bm25_search call split up, in process (bench/mcp_overhead.py, {time.strftime('%Y-%m-%d')})",
         "",

@@ -128,7 +128,7 @@ def in_process(out: Path, queries: list[str]) -> dict[str, Any]:
     from retriever.cli import parse_sets
     from retriever.config import load_config
     from retriever.engine.retriever import Retriever
-    from retriever.mcp import build_server
+    from retriever.mcp.server import build_server
 
     sets = [s for s in scifact_sets(out) if s != "--set"]
     engine = Retriever(load_config(ROOT / "parameter.yaml", parse_sets(sets)), ROOT)

@@ -24,7 +24,7 @@ from fastmcp import Client
 from milvus_server import milvus_server_uri  # noqa: F401  (session fixture: the Milvus 2.3.5 server)
 from retriever import Retriever
 from retriever.config import load_config
-from retriever.mcp import build_server
+from retriever.mcp.server import build_server
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample_corpus.jsonl"

@@ -14,7 +14,7 @@ import yaml
 from conftest import MCP, ROOT, copy_built, engine_for, write_project
 from fastmcp import Client
 from retriever.api.registry import BY_NAME, TOOLS, in_profile
-from retriever.mcp import build_server
+from retriever.mcp.server import build_server
 
 Q = "what causes earthquakes"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import write_project
 from retriever import main as cli
-from retriever.mcp import server_version
+from retriever import package_version as server_version
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

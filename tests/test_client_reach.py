@@ -24,7 +24,7 @@ from retriever import Retriever
 from retriever.api.ultrarag import ultrarag_overrides
 from retriever.config import load_config, validate_config
 from retriever.errors import ForbiddenError
-from retriever.mcp import build_server
+from retriever.mcp.server import build_server
 from retriever.security.guard import FROM_CLIENT, check_client_config
 
 KEY = "sk-OPERATOR-5e6f7a8b9c0d"  # the operator's, in the YAML or the environment

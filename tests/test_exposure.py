@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import MCP, copy_built, engine_for
-from retriever.mcp import build_server
+from retriever.mcp.server import build_server
 from test_deploy import Deploy
 
 

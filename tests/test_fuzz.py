@@ -18,7 +18,7 @@ from fastmcp import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from retriever.api.registry import BY_NAME, TOOLS
-from retriever.mcp import build_server
+from retriever.mcp.server import build_server
 from schema_strategies import from_schema
 
 json_values = st.recursive(

@@ -15,7 +15,7 @@ from fastmcp import Client
 from retriever import Retriever
 from retriever.api.registry import PROFILES, TOOLS
 from retriever.config import Config
-from retriever.mcp import build_server
+from retriever.mcp.server import build_server
 from retriever.search import MODES
 
 SNAPSHOT = Path(__file__).with_name("tool_schemas.json")

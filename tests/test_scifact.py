@@ -53,7 +53,7 @@ def test_the_agent_s_search_gives_the_hybrid_figure(scifact_args: list[str]) -> 
     from retriever.cli import parse_sets
     from retriever.config import load_config
     from retriever.engine.retriever import Retriever
-    from retriever.mcp import build_server
+    from retriever.mcp.server import build_server
     from retriever.search.evaluation import evaluate, load_qrels, load_queries
 
     engine = Retriever(load_config(ROOT / "parameter.yaml", parse_sets(scifact_args[3::2])), ROOT)  # the CLI's

@@ -29,7 +29,7 @@ def test_stdio_plain_serve_is_the_agent_face(built_project: Path) -> None:
             return init, tools, hits.structured_content
 
     init, tools, out = asyncio.run(run())
-    from retriever.mcp import server_version
+    from retriever import package_version as server_version
 
     assert tools == {"search", "get_document", "add_documents", "ingest_document", "delete_documents",
                      "list_collections"}  # web_search: no provider key here

@@ -163,7 +163,7 @@ def test_build_never_replaces_a_server_yaml_it_did_not_write(tmp_path: Path) -> 
     mark, and `serve --ultrarag --read-only` has no build at all; its own it rewrites."""
     from conftest import MCP, engine_for, write_project
     from retriever.api.ultrarag import MARK
-    from retriever.mcp import build_server
+    from retriever.mcp.server import build_server
 
     config = write_project(tmp_path / "servers" / "retriever")
     (config.parent / "src").mkdir()

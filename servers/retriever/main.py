@@ -28,7 +28,7 @@ log = logging.getLogger("retriever")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .mcp import build_server
+    from .mcp.core import served_tools
 
     try:
         engine = _ultrarag_engine(args) if args.ultrarag else _retriever(args)
@@ -36,8 +36,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.init:
             engine.init()
         profile, include, exclude = parse_tools(args.tools)
-        server = build_server(engine, read_only=True if args.read_only else None, ultrarag=args.ultrarag,
-                              profile=profile, include=include, exclude=exclude)
+        tools = served_tools(engine, read_only=True if args.read_only else None, ultrarag=args.ultrarag,
+                             profile=profile, include=include, exclude=exclude)
     except (RetrieverError, ValueError, OSError) as e:
         if args.transport == "stdio":  # the client sees why, not only "Connection closed"; then exit 2
             from .mcp.startup import refuse_requests
@@ -47,8 +47,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise SystemExit(2) from e
         raise
     if args.transport == "stdio":
-        server.run("stdio", show_banner=False)
+        from .mcp.stdio import serve
+
+        serve(engine, tools)
         return 0
+    from .mcp.server import build_server
+
+    server = build_server(engine, tools=tools)
     from .security.http_guard import front_door
     from .security.http_limits import uvicorn_limits
 
@@ -92,7 +97,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     engine.shared = True  # one session serves every client
     mcp_app = None
     if args.mcp:
-        from .mcp import build_server
+        from .mcp.server import build_server
 
         mcp_app = build_server(engine, read_only=True).http_app(path="/mcp", host_origin_protection=False)
     app = build_app(engine, args.host, args.port, mcp_app)

@@ -14,9 +14,6 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fastmcp.tools.base import ToolResult
-from mcp.types import TextContent
-
 from ..config import ReplyConfig
 from ..search.results import regroup
 from ..types import Hit
@@ -125,11 +122,11 @@ def format_batch(groups: list[list[list[Hit]]], return_text: bool = True, return
     return {f"{k}_ls": [g[k] for g in per_group] for k in keys}
 
 
-def reply(payload: dict[str, Any]) -> ToolResult:
-    """The JSON as text always; as structured content too when small (see the module doc)."""
+def reply(payload: dict[str, Any], structured: bool = False) -> tuple[str, dict[str, Any] | None]:
+    """The JSON as text always; as structured content too when small (see the module doc), or
+    always where the tool declares an output schema (`structured`: MCP's structured output)."""
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-    structured = payload if len(text) <= TEXT_COPY_LIMIT else None
-    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+    return text, payload if structured or len(text) <= TEXT_COPY_LIMIT else None
 
 
 @dataclass(frozen=True)

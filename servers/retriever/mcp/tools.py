@@ -1,21 +1,26 @@
-"""Tools from the registry (api/registry.py): a tool's signature (and so its input schema) is made
-from its request model, whose fields are described; its annotations from its effects."""
+"""Tools from the registry (api/registry.py) on a FastMCP server: a tool's signature (and so its
+input schema) is made from its request model, whose fields are described (core.tool_function);
+its annotations from its effects."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import json
+import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 from fastmcp import FastMCP
 from fastmcp.tools.base import ToolResult
-from mcp.types import ToolAnnotations
+from mcp.types import TextContent, ToolAnnotations
 
 from ..api.models import Request
+from ..api.registry import TOOLS
 from ..api.replies import reply
 from ..api.tool import Tool
-from ..api.ultrarag import adapt
-from .middleware import run
+from .core import serve_call, tool_function
+from .definitions import PATH
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
@@ -27,44 +32,11 @@ def tool_annotations(tool: Tool) -> ToolAnnotations:
                            open_world_hint=e.open_world)
 
 
-def tool_function(name: str, model: type[Request],
-                  serve: Callable[[Request], Awaitable[ToolResult]]) -> Callable[..., Awaitable[ToolResult]]:
-    """An async function whose keyword parameters are `model`'s fields (with their descriptions,
-    defaults and ranges), so FastMCP's input schema is the model's; it validates into the model
-    and serves it. No docstring: the description is given to FastMCP as such (register), which
-    otherwise imports griffe and parses every docstring at start-up (0.03-0.13 s of build_server here)."""
-    fields = sorted(model.model_fields.items(), key=lambda item: not item[1].is_required())
-    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[f.annotation, f],
-                                default=inspect.Parameter.empty if f.is_required() else f.default)
-              for n, f in fields]
-
-    async def tool(**arguments: Any) -> ToolResult:
-        return await serve(model.model_validate(arguments))
-
-    tool.__name__ = tool.__qualname__ = name
-    tool.__signature__ = inspect.Signature(params, return_annotation=ToolResult)  # type: ignore[attr-defined]
-    tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": ToolResult}
-    return tool
-
-
-def structured(payload: dict[str, Any]) -> ToolResult:
-    """A tool with an output schema always sends its structured content (MCP structured output),
-    and the same JSON as text for clients that read only text."""
-    result = reply(payload)
-    return ToolResult(content=result.content, structured_content=payload)
-
-
-async def serve_call(engine: Retriever, tool: Tool, request: Request) -> dict[str, Any]:
-    """One call: the web tools are coroutines; the rest block, so they run on a worker thread that
-    the request's cancellation stops (middleware.run)."""
-    if engine.ultrarag:
-        request = adapt(request, engine.config.index_backend)
-    if inspect.iscoroutinefunction(tool.call):
-        from ..security.guard import FROM_CLIENT
-
-        FROM_CLIENT.set(True)
-        return await tool.call(engine, request)
-    return await run(tool.name, tool.call, engine, request)
+def result(payload: dict[str, Any], structured: bool = False) -> ToolResult:
+    """The reply as MCP's tool result: its JSON as text, and as structured content where
+    api/replies.py says (always for a tool with an output schema)."""
+    text, content = reply(payload, structured)
+    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=content)
 
 
 class RetrieverMCP(FastMCP):
@@ -91,9 +63,12 @@ def _function(spec: Tool) -> Callable[..., Awaitable[ToolResult]]:
 
         server = get_server()
         payload = await serve_call(server.engine, spec, request)  # type: ignore[attr-defined]
-        return structured(payload) if spec.output_schema else reply(payload)
+        return result(payload, spec.output_schema is not None)
 
-    return tool_function(spec.name, spec.request, serve)
+    fn = tool_function(spec.name, spec.request, serve)
+    fn.__signature__ = fn.__signature__.replace(return_annotation=ToolResult)  # type: ignore[attr-defined]
+    fn.__annotations__["return"] = ToolResult
+    return fn
 
 
 def register(mcp: FastMCP, tools: Sequence[Tool]) -> None:
@@ -102,4 +77,24 @@ def register(mcp: FastMCP, tools: Sequence[Tool]) -> None:
                  annotations=tool_annotations(spec), title=spec.title)
 
 
-__all__ = ["RetrieverMCP", "tool_annotations", "register", "serve_call", "tool_function"]
+def listed() -> dict[str, dict[str, Any]]:
+    """FastMCP's listing of every tool of the registry: what definitions.PATH must hold."""
+    from fastmcp import Client
+
+    async def listing() -> dict[str, dict[str, Any]]:
+        server = FastMCP("definitions")
+        register(server, TOOLS)
+        async with Client(server) as client:
+            tools = await client.list_tools()
+        dumped = (t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools)
+        return {t["name"]: {k: v for k, v in t.items() if k != "_meta"} for t in dumped}  # _meta: FastMCP's own tags
+
+    return asyncio.run(listing())
+
+
+if __name__ == "__main__":  # python -m retriever.mcp.tools: write definitions.PATH
+    PATH.write_text(json.dumps(listed(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {PATH}", file=sys.stderr)
+
+
+__all__ = ["RetrieverMCP", "listed", "register", "result", "tool_annotations"]

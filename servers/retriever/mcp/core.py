@@ -1,0 +1,166 @@
+"""What both MCP transports share, without importing an MCP framework: the tools a server lists,
+a call's function (its signature is its request model's, so the arguments validate as FastMCP
+validates them), the worker thread a call runs on, and the gate every call goes through (the
+tools the configuration hides, the refusals before a call, the message of every failure).
+
+The streamable HTTP server is FastMCP's (server.py); stdio is served by stdio.py on this alone, so a
+stdio start imports no MCP framework."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import json
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from pydantic import ValidationError
+
+from ..api.models import Request, argument_problems, unreadable_json
+from ..api.registry import selected
+from ..api.tool import Tool
+from ..api.ultrarag import adapt
+from ..errors import CancelledWork, RetrieverError
+from ..security.guard import FROM_CLIENT, for_client
+from ..security.limits import CANCEL
+
+if TYPE_CHECKING:
+    from ..engine.retriever import Retriever
+
+log = logging.getLogger("retriever.mcp")
+T = TypeVar("T")
+
+
+class Refused(Exception):
+    """A call refused or failed with a message for the client (MCP's tool error: isError true)."""
+
+
+def served_tools(engine: Retriever, read_only: bool | None = None, ultrarag: bool = False, profile: str | None = None,
+                 include: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> list[Tool]:
+    """The tools of `profile` (default: tools.profile in the YAML; `ultrarag` implies the ultrarag
+    profile), plus `include`, less `exclude`. `read_only` (default: security.read_only in the YAML)
+    leaves out every tool that writes, and makes the engine write no file either."""
+    cfg = engine.base_config
+    if read_only and not cfg.security.read_only:
+        engine.serve_read_only()  # writes no file either (calibration.py), as the YAML's read_only
+    read_only = cfg.security.read_only if read_only is None else read_only
+    profile = profile or ("ultrarag" if ultrarag else cfg.tools.profile)
+    return selected(profile, cfg.tools.include if include is None else include,
+                    cfg.tools.exclude if exclude is None else exclude, read_only)
+
+
+def tool_function(name: str, model: type[Request],
+                  serve: Callable[[Request], Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """An async function whose keyword parameters are `model`'s fields (with their descriptions,
+    defaults and ranges), so FastMCP's input schema is the model's; it validates into the model
+    and serves it. No docstring: the description is given to FastMCP as such (server.py), which
+    otherwise imports griffe and parses every docstring at start-up (0.03-0.13 s of build_server here)."""
+    fields = sorted(model.model_fields.items(), key=lambda item: not item[1].is_required())
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[f.annotation, f],
+                                default=inspect.Parameter.empty if f.is_required() else f.default)
+              for n, f in fields]
+
+    async def tool(**arguments: Any) -> T:
+        return await serve(model.model_validate(arguments))
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in params}
+    return tool
+
+
+async def serve_call(engine: Retriever, tool: Tool, request: Request) -> dict[str, Any]:
+    """One call: the web tools are coroutines; the rest block, so they run on a worker thread that
+    the request's cancellation stops (run)."""
+    if engine.ultrarag:
+        request = adapt(request, engine.config.index_backend)
+    if inspect.iscoroutinefunction(tool.call):
+        FROM_CLIENT.set(True)
+        return await tool.call(engine, request)
+    return await run(tool.name, tool.call, engine, request)
+
+
+async def run(name: str, fn: Callable[..., T], /, *args: Any) -> T:
+    """`fn(*args)` on a worker thread, as a client's call: paths, endpoints and settings are
+    checked (guard.py), and if the request is cancelled (the client gave up or went away) the work
+    stops at its next chunk of queries (limits.py) instead of running on unseen."""
+    event = threading.Event()
+    ctx = contextvars.copy_context()
+    ctx.run(CANCEL.set, event)
+    ctx.run(FROM_CLIENT.set, True)
+
+    def work() -> T:
+        try:
+            return fn(*args)
+        except CancelledWork as e:
+            log.info("%s: %s", name, e)
+            raise
+
+    future = asyncio.get_running_loop().run_in_executor(None, ctx.run, work)
+    try:
+        return await future
+    except asyncio.CancelledError:
+        event.set()
+        log.info("%s: request cancelled; its remaining work is dropped", name)
+        raise
+
+
+class Gate:
+    """Every call of a server goes through here. A client's mistake (wrong arguments, our errors: a
+    missing index, a path outside the roots, ...) is told to the client and logged as one line;
+    anything else is our bug: an internal error, logged with its traceback. Arguments over
+    limits.max_request_bytes are refused first. A tool the loaded configuration cannot serve (a web
+    tool without a key, ...) is not listed (`hidden`)."""
+
+    def __init__(self, engine: Retriever, tools: Sequence[Tool] = ()) -> None:
+        self.engine = engine
+        self.tools = {t.name: t for t in tools}
+        self._hidden: tuple[object, set[str]] = (None, set())
+
+    def hidden(self) -> set[str]:
+        """The tools the loaded configuration cannot serve, worked out once per configuration
+        (a new one comes only with retriever_init), not twice on every call."""
+        cfg = self.engine.config
+        if self._hidden[0] is not cfg:
+            self._hidden = (cfg, {name for name, t in self.tools.items() if t.unavailable(self.engine) is not None})
+        return self._hidden[1]
+
+    def refusal(self, name: str, arguments: dict[str, Any]) -> str | None:
+        """Why a call of `name` with `arguments` is refused before it runs (None: it may run)."""
+        limit = self.engine.base_config.limits.max_request_bytes
+        try:
+            size = len(json.dumps(arguments, default=str))
+        except (ValueError, RecursionError) as e:  # an integer over 4,300 digits, nesting past the recursion limit
+            log.info("%s: unreadable arguments: %s", name, unreadable_json(e))
+            return f"{name}: invalid arguments: {unreadable_json(e)}"
+        if size > limit:
+            return f"{name}: the arguments are {size} bytes, over limits.max_request_bytes ({limit})"
+        tool = self.tools.get(name)
+        if tool is None and self.tools:
+            log.info("%s: no such tool here", name)
+            return (f"no tool {name!r} on this server (its profile, read-only mode or tools.exclude leave it out); "
+                    f"its tools: {', '.join(self.tools)}")
+        why = tool.unavailable(self.engine) if tool is not None else None
+        if why is not None:
+            log.info("%s: refused: needs %s", name, why)
+            return f"{name} cannot work with this server's configuration: it needs {why}"
+        return None
+
+    def failure(self, name: str, e: BaseException, arguments_error: tuple[type[BaseException], ...] = ()) -> str:
+        """The message for the client of what a call raised; logged once. `arguments_error`: the
+        framework's own exception for arguments that do not validate, if it has one."""
+        if isinstance(e, (Refused, RetrieverError)):
+            log.info("%s: %s", name, " ".join(str(e).split())[:500])
+            return for_client(str(e), self.engine.config, self.engine.base_dir)  # paths relative to the YAML's folder
+        if isinstance(e, (ValidationError, *arguments_error)):
+            problems = argument_problems(e)  # type: ignore[arg-type]
+            log.info("%s: invalid arguments: %s", name, problems)
+            return f"{name}: invalid arguments: {problems}"
+        log.error("%s: internal error", name, exc_info=e)
+        return f"{name}: internal error ({type(e).__name__}); this is a bug in the server, whose log has the details"
+
+
+__all__ = ["Gate", "Refused", "run", "serve_call", "served_tools", "tool_function"]

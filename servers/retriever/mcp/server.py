@@ -1,0 +1,46 @@
+"""The FastMCP server (streamable HTTP, and in-memory clients): the registry's tools of one
+profile, the gate's middleware (core.py), and instructions that match the server's state."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from .. import package_version
+from ..api.registry import instructions
+from ..api.tool import Tool
+from .core import served_tools
+from .middleware import ToolErrors
+from .tools import RetrieverMCP, register
+
+if TYPE_CHECKING:
+    from ..engine.retriever import Retriever
+
+
+class _OneLine(logging.Filter):
+    """FastMCP logs every failed call itself (a traceback for each, a client's mistake included);
+    the gate logs each once, as one line, with the traceback for our own bugs only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(("Error calling tool", "Invalid arguments for tool"))
+
+
+def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: bool = False,
+                 profile: str | None = None, include: Iterable[str] | None = None,
+                 exclude: Iterable[str] | None = None, tools: Sequence[Tool] | None = None) -> RetrieverMCP:
+    """The MCP server over `engine` with the tools core.served_tools picks for these arguments
+    (`tools`: picked already)."""
+    if tools is None:
+        tools = served_tools(engine, read_only, ultrarag, profile, include, exclude)
+    fastmcp_log = logging.getLogger("fastmcp.server.server")
+    if not any(isinstance(f, _OneLine) for f in fastmcp_log.filters):
+        fastmcp_log.addFilter(_OneLine())
+    server = RetrieverMCP("retriever", version=package_version(), middleware=[ToolErrors(engine, tools)],
+                          instructions=instructions(engine, tools))
+    server.engine = engine
+    register(server, tools)
+    return server
+
+
+__all__ = ["build_server"]

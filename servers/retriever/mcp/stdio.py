@@ -1,0 +1,207 @@
+"""MCP over stdio on core.py alone: newline-delimited JSON-RPC 2.0, the `initialize` handshake
+(protocol revisions 2024-11-05 to 2025-11-25), `tools/list` from tools.json (definitions.py) and
+`tools/call` through the same gate, worker threads and replies as the FastMCP server. Importing no
+MCP framework halves the time to the first answer and the cost of a call (bench/LEAN.md).
+
+What it speaks: `initialize`, `ping`, `tools/list`, `tools/call` (each on its own task, so calls
+overlap), `notifications/cancelled` (the call's work stops, no answer is sent, as MCP says), and
+`notifications/tools/list_changed` when a call changes which tools the configuration can serve.
+It has no resources or prompts (their lists answer empty) and asks the client nothing. A client
+that opens with the stateless revision's `server/discover` gets "method not found" and falls back
+to `initialize`, as MCP's clients do with any server of the handshake revisions.
+
+The protocol owns file descriptor 1: the server keeps its own copy of it and points fd 1 and
+`sys.stdout` at stderr, so a stray print, ours or a native library's, cannot corrupt it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter
+
+from .. import package_version
+from ..api.models import Request
+from ..api.registry import instructions
+from ..api.replies import reply
+from ..api.tool import Tool
+from . import definitions
+from .core import Gate, serve_call, tool_function
+
+if TYPE_CHECKING:
+    from ..engine.retriever import Retriever
+
+log = logging.getLogger("retriever.mcp")
+
+VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # the initialize handshake's revisions
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+EMPTY = {"resources/list": "resources", "resources/templates/list": "resourceTemplates", "prompts/list": "prompts"}
+
+
+class ProtocolError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class StdioServer:
+    """One client on a pair of byte streams."""
+
+    def __init__(self, engine: Retriever, tools: Sequence[Tool], out: IO[bytes]) -> None:
+        self.engine = engine
+        self.tools = list(tools)
+        self.gate = Gate(engine, tools)
+        self.out = out
+        known = definitions.load()
+        missing = [t.name for t in tools if t.name not in known]
+        if missing:  # a tool added to the registry without its definition written
+            raise RuntimeError(f"tools.json has no definition of {', '.join(missing)}: run `{definitions.HOW}`")
+        self.definitions = {t.name: known[t.name] for t in tools}
+        self.calls: dict[str, TypeAdapter[Any]] = {}
+        self.running: dict[Any, asyncio.Task[None]] = {}
+        self.closed = False
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        try:
+            self.out.write(json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+            self.out.flush()
+        except OSError:  # the client closed its end: nothing more can reach it
+            self.closed = True
+
+    async def handle(self, line: bytes) -> None:
+        """One line from the client: a request (answered, tools/call on its own task), a
+        notification, or a response (ignored: this server sends no request)."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            self.send(_error(None, PARSE_ERROR, "Parse error: each line must be one JSON-RPC message"))
+            return
+        if not isinstance(message, dict) or not isinstance(message.get("method", ""), str):
+            self.send(_error(None, INVALID_REQUEST, "Invalid request: a JSON-RPC message is an object"))
+            return
+        method, params = message.get("method"), message.get("params") or {}
+        if method is None:  # a response to a request this server never sent
+            return
+        if "id" not in message:
+            if method == "notifications/cancelled" and isinstance(params, dict):
+                task = self.running.get(params.get("requestId"))
+                if task is not None:
+                    task.cancel()
+            return
+        rid = message["id"]
+        try:
+            if not isinstance(params, dict):
+                raise ProtocolError(INVALID_PARAMS, "Invalid params: params is an object")
+            if method == "tools/call":
+                self._start(rid, params)
+                return
+            self.send({"jsonrpc": "2.0", "id": rid, "result": self.answer(method, params)})
+        except ProtocolError as e:
+            self.send(_error(rid, e.code, str(e)))
+
+    def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "initialize":
+            asked = params.get("protocolVersion")
+            return {"protocolVersion": asked if asked in VERSIONS else VERSIONS[-1],
+                    "capabilities": {"tools": {"listChanged": True}},
+                    "serverInfo": {"name": "retriever", "version": package_version()},
+                    "instructions": instructions(self.engine, self.tools)}
+        if method == "tools/list":
+            hidden = self.gate.hidden()
+            return {"tools": [d for name, d in self.definitions.items() if name not in hidden]}
+        if method in ("ping", "logging/setLevel"):
+            return {}
+        if method in EMPTY:
+            return {EMPTY[method]: []}
+        raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _start(self, rid: Any, params: dict[str, Any]) -> None:
+        name, arguments = params.get("name"), params.get("arguments") or {}
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise ProtocolError(INVALID_PARAMS, "Invalid params: tools/call takes a name (a string) and arguments "
+                                                "(an object)")
+        task = asyncio.get_running_loop().create_task(self.call(rid, name, arguments))
+        self.running[rid] = task
+        task.add_done_callback(lambda _: self.running.pop(rid, None))
+
+    async def call(self, rid: Any, name: str, arguments: dict[str, Any]) -> None:
+        before = self.gate.hidden()
+        why = self.gate.refusal(name, arguments)
+        tool = self.gate.tools.get(name)
+        if why is None and tool is None:
+            why = f"no tool {name!r} on this server"
+        if why is not None:
+            result = {"content": [{"type": "text", "text": why}], "isError": True}
+        else:
+            try:
+                payload = await self._validator(tool).validate_python(arguments)  # type: ignore[arg-type]
+                text, structured = reply(payload, tool.output_schema is not None)  # type: ignore[union-attr]
+                result = {"content": [{"type": "text", "text": text}], "isError": False}
+                if structured is not None:
+                    result["structuredContent"] = structured
+            except asyncio.CancelledError:  # notifications/cancelled: the client expects no answer
+                return
+            except Exception as e:
+                result = {"content": [{"type": "text", "text": self.gate.failure(name, e)}], "isError": True}
+        self.send({"jsonrpc": "2.0", "id": rid, "result": result})
+        if self.gate.hidden() != before:
+            self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+
+    def _validator(self, tool: Tool) -> TypeAdapter[Any]:
+        """The tool's function as a validator: its arguments are checked as FastMCP checks them
+        (the same signature, core.tool_function), then the call is served."""
+        if tool.name not in self.calls:
+            async def serve(request: Request) -> dict[str, Any]:
+                return await serve_call(self.engine, tool, request)
+
+            self.calls[tool.name] = TypeAdapter(tool_function(tool.name, tool.request, serve))  # type: ignore[arg-type]
+        return self.calls[tool.name]
+
+    async def serve(self, lines: asyncio.Queue[bytes | None]) -> None:
+        while (line := await lines.get()) is not None and not self.closed:
+            if line.strip():
+                await self.handle(line)
+        for task in list(self.running.values()):  # the client is gone: its calls' work is dropped
+            task.cancel()
+        await asyncio.gather(*self.running.values(), return_exceptions=True)
+
+
+def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
+    """Serve MCP on this process's stdin and stdout until the client closes stdin."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # fd 1 (and print) now reach stderr; the protocol has its own copy
+    sys.stdout = sys.stderr
+    server = StdioServer(engine, tools, out)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        def read() -> None:
+            for line in sys.stdin.buffer:
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+
+        threading.Thread(target=read, name="stdin", daemon=True).start()
+        await server.serve(lines)
+
+    try:
+        asyncio.run(main())
+    finally:
+        out.close()
+
+
+__all__ = ["StdioServer", "serve"]
