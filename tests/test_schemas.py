@@ -1,11 +1,13 @@
 """Every tool's schema as an agent reads it from `tools/list`: names, parameters, descriptions,
 annotations; compared with the snapshot in tests/tool_schemas.json (regenerate it with
-`python tests/test_schemas.py` after a deliberate change, and review the diff)."""
+`python tests/test_schemas.py` after a deliberate change, and review the diff; it also
+writes servers/retriever/mcp/tools.json, the same tools as the stdio server lists them)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -119,6 +121,14 @@ def test_the_agent_profile_fits_its_token_budget() -> None:
     assert len(tools) <= 8 and tokens <= 4000, (len(tools), tokens)
 
 
+def test_the_stdio_servers_definitions_are_fastmcps_listing() -> None:
+    """mcp/tools.json (what the stdio server lists) is FastMCP's listing of every registry tool."""
+    from retriever.mcp.definitions import HOW, load
+    from retriever.mcp.tools import listed
+
+    assert load() == listed(), f"the tools' definitions changed: run `{HOW}` (or `python {__file__}`)"
+
+
 def snapshot() -> dict[str, Any]:
     """What each face's caller reads: the agent profile with the shipped settings, and UltraRAG's
     (as `serve --ultrarag` lists it: no llm section, keys from its calls)."""
@@ -134,3 +144,4 @@ def test_the_schemas_match_the_snapshot() -> None:
 if __name__ == "__main__":
     SNAPSHOT.write_text(json.dumps(snapshot(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {SNAPSHOT}", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "retriever.mcp.tools"], check=True)  # the stdio server's definitions

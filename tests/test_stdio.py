@@ -1,0 +1,196 @@
+"""The stdio server (mcp/stdio.py) speaks MCP without a framework: it must list and answer exactly
+as the FastMCP server does (the same registry, gate and replies), speak JSON-RPC's errors, cancel,
+keep stdout for the protocol alone, and import no MCP framework."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import BIN, engine_for
+from fastmcp import Client
+from retriever.mcp.server import build_server
+
+Q = "what causes earthquakes"
+CALLS = [  # (tool, arguments) in the full profile: answers, a client's mistakes and refusals
+    ("retriever_init", {}),
+    ("bm25_search", {"query_list": [Q], "top_k": 3}),
+    ("retriever_search", {"query_list": [Q, "volcano"], "top_k": 2, "return_text": False}),
+    ("retriever_hybrid_search", {"query_list": Q, "top_k": 2}),
+    ("search", {"query": Q, "top_k": 2, "mode": "bm25"}),  # structured output (the agent tools)
+    ("bm25_search", {"query_list": [Q], "top_k": 0}),  # out of range
+    ("bm25_search", {"query_list": [Q], "bogus": 1}),  # unknown argument
+    ("bm25_search", {"top_k": 2}),  # a required one missing
+    ("bm25_search", {"query_list": [Q], "top_k": "many"}),  # wrong type
+    ("retriever_search", {"query_list": [Q], "collection": "nowhere"}),  # our error
+    ("no_such_tool", {}),
+    ("bm25_search", {"query_list": ["x" * 16 * 1024 * 1024]}),  # over limits.max_request_bytes (16 MiB)
+]
+
+
+class Raw:
+    """`retriever serve` over stdio, spoken to line by line."""
+
+    def __init__(self, *args: str, argv: list[str] | None = None) -> None:
+        self.proc = subprocess.Popen(argv or [str(BIN / "retriever"), *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self.stdout: list[bytes] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.stderr = b""
+        self._id = 0
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            self.stdout.append(line)
+            self.lines.put(line)
+
+    def write(self, data: bytes) -> None:
+        self.proc.stdin.write(data)  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+
+    def send(self, method: str, params: dict[str, Any] | None = None, rid: Any = None) -> Any:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        if rid is not None:
+            message["id"] = rid
+        self.write(json.dumps(message).encode() + b"\n")
+        return rid
+
+    def next(self, timeout: float = 120) -> dict[str, Any]:
+        return json.loads(self.lines.get(timeout=timeout))
+
+    def ask(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self._id += 1
+        self.send(method, params, self._id)
+        while True:
+            message = self.next()
+            if message.get("id") == self._id:
+                return message
+
+    def initialize(self, version: str = "2025-06-18") -> dict[str, Any]:
+        answer = self.ask("initialize", {"protocolVersion": version, "capabilities": {},
+                                         "clientInfo": {"name": "test", "version": "1"}})
+        self.send("notifications/initialized")
+        return answer
+
+    def close(self) -> int:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        code = self.proc.wait(60)
+        self.stderr = self.proc.stderr.read()  # type: ignore[union-attr]
+        return code
+
+
+def fastmcp_side(config: Path, profile: str) -> tuple[str | None, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The FastMCP server's instructions, tools/list and answers to CALLS, on the wire's form."""
+    async def run() -> tuple[str | None, list[dict[str, Any]], list[dict[str, Any]]]:
+        async with Client(build_server(engine_for(config), profile=profile), timeout=120) as client:
+            listed = [{k: v for k, v in t.model_dump(by_alias=True, exclude_none=True, mode="json").items()
+                       if k != "_meta"} for t in await client.list_tools()]
+            answers = []
+            for name, arguments in CALLS:
+                got = await client.call_tool_mcp(name, arguments)
+                answers.append(got.model_dump(by_alias=True, exclude_none=True, mode="json"))
+            return client.instructions, listed, answers
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("profile", ["full", "agent"])
+def test_lists_and_answers_as_the_fastmcp_server(built_project: Path, profile: str) -> None:
+    """The same tools (definitions, order, the hidden ones left out), the same instructions and
+    the same answer to every call, good or bad, as the FastMCP server over the same project."""
+    instructions, listed, answers = fastmcp_side(built_project, profile)
+    raw = Raw("serve", "--config", str(built_project), "--tools", profile)
+    init = raw.initialize()["result"]
+    assert init["instructions"] == instructions
+    assert raw.ask("tools/list")["result"]["tools"] == listed
+    got = [raw.ask("tools/call", {"name": name, "arguments": arguments})["result"] for name, arguments in CALLS]
+    assert raw.close() == 0
+    for (name, arguments), ours, theirs in zip(CALLS, got, answers):
+        ours.setdefault("isError", False)
+        theirs = {k: v for k, v in theirs.items() if k not in ("_meta", "resultType")}
+        assert ours == theirs, (name, str(arguments)[:80])
+    texts = [a["content"][0]["text"] for a in got]
+    if profile == "agent":  # none of the ultrarag tools: each call but `search` is refused
+        assert [a["isError"] for a in got] == [name != "search" for name, _ in CALLS]
+        return
+    assert json.loads(texts[1])["ret_ids"][0][0] == "doc11" and not got[1]["isError"]
+    assert [a["isError"] for a in got[5:]] == [True] * (len(CALLS) - 5), [t[:100] for t in texts[5:]]
+
+
+def test_json_rpc_errors_and_the_handshake(built_project: Path) -> None:
+    raw = Raw("serve", "--config", str(built_project))
+    assert raw.initialize("1999-01-01")["result"]["protocolVersion"] == "2025-11-25"  # ours, the newest
+    assert raw.initialize("2024-11-05")["result"]["protocolVersion"] == "2024-11-05"
+    assert raw.ask("ping") == {"jsonrpc": "2.0", "id": raw._id, "result": {}}
+    assert raw.ask("server/discover")["error"]["code"] == -32601  # the stateless revision: the client falls back
+    assert raw.ask("resources/list")["result"] == {"resources": []}
+    assert raw.ask("tools/call", {"name": 5})["error"]["code"] == -32602
+    assert raw.ask("tools/call", {"name": "search", "arguments": [1]})["error"]["code"] == -32602
+    raw.write(b"{not json\n")
+    assert raw.next()["error"]["code"] == -32700
+    raw.write(b"[1, 2]\n")
+    assert raw.next()["error"]["code"] == -32600
+    raw.write(b'{"jsonrpc": "2.0", "id": 99, "result": {}}\n')  # a response to nothing: ignored
+    assert raw.ask("ping")["id"] == raw._id
+    assert raw.close() == 0
+    assert all(json.loads(line) for line in raw.stdout)
+
+
+def test_a_cancelled_call_gets_no_answer_and_its_work_stops(built_project: Path) -> None:
+    raw = Raw("--log-level", "INFO", "serve", "--config", str(built_project), "--tools", "full", "--init")
+    raw.initialize()
+    raw.send("tools/call", {"name": "retriever_search", "arguments": {
+        "query_list": [f"{Q} {i}" for i in range(6000)], "return_text": False}}, rid="slow")
+    time.sleep(1)  # the work has begun
+    raw.send("notifications/cancelled", {"requestId": "slow", "reason": "test"})
+    answer = raw.ask("tools/call", {"name": "bm25_search", "arguments": {"query_list": [Q], "top_k": 1}})
+    assert json.loads(answer["result"]["content"][0]["text"])["ret_ids"] == [["doc11"]]
+    assert raw.close() == 0
+    assert all(json.loads(line).get("id") != "slow" for line in raw.stdout)
+    assert b"request cancelled" in raw.stderr
+    done = re.search(rb"cancelled by the caller after (\d+) of 6000 queries", raw.stderr)
+    assert done and int(done.group(1)) < 6000, raw.stderr[-2000:]
+
+
+STRAY = """
+import os, sys
+from retriever.main import main
+from retriever.mcp import stdio
+
+answer = stdio.StdioServer.answer
+def noisy(self, method, params):
+    print("a stray print")
+    os.write(1, b"a native library's stray write\\n")
+    return answer(self, method, params)
+stdio.StdioServer.answer = noisy
+code = main(sys.argv[1:])
+frameworks = sorted({m.split(".")[0] for m in sys.modules} & {"fastmcp", "mcp"})
+print("frameworks imported:", frameworks, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_stdout_is_the_protocols_alone_and_no_framework_is_imported(built_project: Path) -> None:
+    """A print, ours or a native library's, goes to stderr: planted in the server, it does not
+    reach the client. And a stdio server that listed and answered never imported fastmcp or mcp."""
+    raw = Raw(argv=[sys.executable, "-c", STRAY, "serve", "--config", str(built_project)])
+    raw.initialize()
+    assert raw.ask("tools/list")["result"]["tools"]
+    assert raw.ask("tools/call", {"name": "search", "arguments": {"query": Q, "mode": "bm25"}})["result"]["isError"] \
+        is False
+    assert raw.close() == 0
+    assert [json.loads(line)["jsonrpc"] for line in raw.stdout] == ["2.0"] * 3
+    assert b"a stray print" in raw.stderr and b"a native library's stray write" in raw.stderr
+    assert b"frameworks imported: []" in raw.stderr
