@@ -46,8 +46,13 @@ class Raw:
         self.lines: queue.Queue[bytes] = queue.Queue()
         self.stdout: list[bytes] = []
         threading.Thread(target=self._read, daemon=True).start()
+        self._stderr = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr.start()
         self.stderr = b""
         self._id = 0
+
+    def _read_stderr(self) -> None:
+        self.stderr = self.proc.stderr.read()  # type: ignore[union-attr]
 
     def _read(self) -> None:
         for line in self.proc.stdout:  # type: ignore[union-attr]
@@ -85,9 +90,12 @@ class Raw:
         return answer
 
     def close(self) -> int:
+        """Close stdin; the server's exit code. Its stderr must reach its end too: no process it
+        left behind holds the client's pipes."""
         self.proc.stdin.close()  # type: ignore[union-attr]
         code = self.proc.wait(60)
-        self.stderr = self.proc.stderr.read()  # type: ignore[union-attr]
+        self._stderr.join(60)
+        assert not self._stderr.is_alive(), "a process the server left behind holds its stderr open"
         return code
 
 
@@ -165,7 +173,7 @@ def test_a_cancelled_call_gets_no_answer_and_its_work_stops(built_project: Path)
 
 
 STRAY = """
-import os, sys
+import multiprocessing, os, sys, threading, time
 from retriever.main import main
 from retriever.mcp import stdio
 
@@ -173,6 +181,9 @@ answer = stdio.StdioServer.answer
 def noisy(self, method, params):
     print("a stray print")
     os.write(1, b"a native library's stray write\\n")
+    if method == "tools/list":  # as OpenVINO's telemetry does at import: a process forked from a thread
+        fork = lambda: multiprocessing.get_context("fork").Process(target=time.sleep, args=(0.1,)).start()
+        threading.Thread(target=fork).start()
     return answer(self, method, params)
 stdio.StdioServer.answer = noisy
 code = main(sys.argv[1:])
@@ -184,7 +195,9 @@ sys.exit(code)
 
 def test_stdout_is_the_protocols_alone_and_no_framework_is_imported(built_project: Path) -> None:
     """A print, ours or a native library's, goes to stderr: planted in the server, it does not
-    reach the client. And a stdio server that listed and answered never imported fastmcp or mcp."""
+    reach the client. A process forked from a thread while stdin is read exits (a lock on
+    sys.stdin held at the fork would hang it, and the client's pipes with it). And a stdio server
+    that listed and answered never imported fastmcp or mcp."""
     raw = Raw(argv=[sys.executable, "-c", STRAY, "serve", "--config", str(built_project)])
     raw.initialize()
     assert raw.ask("tools/list")["result"]["tools"]

@@ -21,7 +21,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
@@ -178,6 +178,23 @@ def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
 
 
+def read_lines(fd: int) -> Iterator[bytes]:
+    """The lines of file descriptor `fd` until its end, read with os.read: sys.stdin's buffer
+    would hold a lock while it waits, and a process forked meanwhile (OpenVINO's telemetry forks
+    one from a thread at `import openvino`) inherits that lock held: its multiprocessing start-up
+    closes sys.stdin and waits forever, keeping the client's pipes open after the client exits."""
+    parts: list[bytes] = []
+    while chunk := os.read(fd, 1 << 16):
+        while (end := chunk.find(b"\n")) >= 0:
+            parts.append(chunk[:end])
+            yield b"".join(parts)
+            parts, chunk = [], chunk[end + 1:]
+        if chunk:
+            parts.append(chunk)
+    if parts:
+        yield b"".join(parts)
+
+
 def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
     """Serve MCP on this process's stdin and stdout until the client closes stdin."""
     sys.stdout.flush()
@@ -191,7 +208,7 @@ def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
         lines: asyncio.Queue[bytes | None] = asyncio.Queue()
 
         def read() -> None:
-            for line in sys.stdin.buffer:
+            for line in read_lines(0):
                 loop.call_soon_threadsafe(lines.put_nowait, line)
             loop.call_soon_threadsafe(lines.put_nowait, None)
 
