@@ -48,14 +48,17 @@ COPY data/sample_corpus.jsonl ./data/
 # 3. the export, made with torch into the cache; then, by the server's own venv (which shows it
 #    needs no torch), OpenVINO's fp16-weight graph and the sample corpus's indexes. The ONNX graph
 #    is then dropped (OpenVINO runs its own graph, at bf16 or fp32), and so are the compiled blobs:
-#    the container compiles on its first start into /app/cache, which its user owns.
+#    the container compiles on its first start into /app/cache, which its user owns. OpenVINO's
+#    usage telemetry is declined for that user (a "0" in ~/intel/openvino_telemetry, what OpenVINO's
+#    `opt_in_out --opt_out` writes): `import openvino` would otherwise send an event from a fork.
 RUN /opt/export/bin/python -c "from retriever.config import load_config; \
 from retriever.embedders.exported import exported; print(exported(load_config('parameter.yaml')))" \
  && /opt/venv/bin/python -c "from retriever.config import load_config; \
 from retriever.embedders.exported import exported, openvino_ir; print(openvino_ir(exported(load_config('parameter.yaml')), 'MiniLM'))" \
  && /opt/venv/bin/retriever index --config parameter.yaml > /dev/null \
  && rm -rf /app/cache/*/openvino-cache /app/cache/*/model.onnx /app/cache/.*.lock \
- && rm -f /opt/venv/lib/python3.11/site-packages/openvino/libs/libopenvino_onnx_frontend*
+ && rm -f /opt/venv/lib/python3.11/site-packages/openvino/libs/libopenvino_onnx_frontend* \
+ && mkdir -p /app/intel && echo 0 > /app/intel/openvino_telemetry
 
 FROM ${BASE}
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \

@@ -27,11 +27,14 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("buildah") is None or os.geteuid() != 0,
                        reason="needs Debian's buildah, run as root (apt-get install buildah debootstrap)"),
 ]
-# In the image: which runtime serves, and whether torch could even be imported.
+# In the image: which runtime serves, whether torch could even be imported, and whether OpenVINO may send
+# its usage telemetry.
 PROBE = ("import importlib.util, json, sys; from retriever.config import load_config; "
          "from retriever.embedders import build_embedder; e = build_embedder(load_config('/app/parameter.yaml')); "
          "print(json.dumps({'runtime': e.runtime, 'reason': e.runtime_reason, "
-         "'torch': importlib.util.find_spec('torch') is not None, 'imported': 'torch' in sys.modules}))")
+         "'torch': importlib.util.find_spec('torch') is not None, 'imported': 'torch' in sys.modules, "
+         "'telemetry': __import__('openvino_telemetry.utils.opt_in_checker').utils.opt_in_checker.OptInChecker()"
+         ".check(False, False).name}))")
 
 
 def test_image_builds_and_serves(tmp_path: Path) -> None:
@@ -62,6 +65,7 @@ def test_image_builds_and_serves(tmp_path: Path) -> None:
         info = json.loads(probe)
         assert info["runtime"].startswith("openvino ") and info["reason"].startswith("torch is not installed")
         assert not info["torch"] and not info["imported"]
+        assert info["telemetry"] == "DECLINED"  # OpenVINO's usage events: the image's user declined them
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(30)
