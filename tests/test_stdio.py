@@ -21,6 +21,16 @@ from fastmcp import Client
 from retriever.mcp.server import build_server
 
 Q = "what causes earthquakes"
+
+
+class _AnyText(str):
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and bool(other)
+
+    __hash__ = str.__hash__
+
+
+ANY_TEXT = _AnyText()
 CALLS = [  # (tool, arguments) in the full profile: answers, a client's mistakes and refusals
     ("retriever_init", {}),
     ("bm25_search", {"query_list": [Q], "top_k": 3}),
@@ -151,6 +161,20 @@ def test_json_rpc_errors_and_the_handshake(built_project: Path) -> None:
     raw.write(b"[1, 2]\n")
     assert raw.next()["error"]["code"] == -32600
     raw.write(b'{"jsonrpc": "2.0", "id": 99, "result": {}}\n')  # a response to nothing: ignored
+    assert raw.ask("ping")["id"] == raw._id
+    # inputs that once stopped the server: each is answered (or ignored) and the next request still is
+    raw.write(b"[" * 100_000 + b"\n")  # nested past Python's recursion limit
+    assert raw.next()["error"]["code"] == -32700
+    raw.write(b'{"jsonrpc": "2.0", "id": [1], "method": "ping"}\n')  # an id that is not a string or integer
+    assert raw.next() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": ANY_TEXT}}
+    raw.write(b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {}}}\n')
+    raw.write(b'{"jsonrpc": "2.0", "id": 7, "method": null}\n')
+    assert raw.next()["error"]["code"] == -32600
+    raw.write(b'{"jsonrpc": "2.0", "id": "s-1", "method": "\\ud800"}\n')  # a lone surrogate, echoed in the error
+    assert raw.next()["id"] == "s-1"
+    raw.write(json.dumps({"jsonrpc": "2.0", "id": "s-2", "method": "tools/call", "params": {
+        "name": "search", "arguments": {"query": "\ud800 earthquakes", "mode": "bm25"}}}).encode() + b"\n")
+    assert raw.next()["id"] == "s-2"
     assert raw.ask("ping")["id"] == raw._id
     assert raw.close() == 0
     assert all(json.loads(line) for line in raw.stdout)

@@ -40,7 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              profile=profile, include=include, exclude=exclude)
     except (RetrieverError, ValueError, OSError) as e:
         if args.transport == "stdio":  # the client sees why, not only "Connection closed"; then exit 2
-            from .mcp.startup import refuse_requests
+            from .mcp.stdio import refuse_requests
 
             print(f"retriever serve: error: {e}", file=sys.stderr, flush=True)
             refuse_requests(f"retriever serve: {e}")

@@ -16,6 +16,7 @@ The protocol owns file descriptor 1: the server keeps its own copy of it and poi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("retriever.mcp")
 
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # the initialize handshake's revisions
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 EMPTY = {"resources/list": "resources", "resources/templates/list": "resourceTemplates", "prompts/list": "prompts"}
 
 
@@ -71,7 +72,11 @@ class StdioServer:
         if self.closed:
             return
         try:
-            self.out.write(json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+            text = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # a lone surrogate (from the client's own text): escaped, still JSON
+            text = json.dumps(message, separators=(",", ":")).encode()
+        try:
+            self.out.write(text + b"\n")
             self.out.flush()
         except OSError:  # the client closed its end: nothing more can reach it
             self.closed = True
@@ -81,22 +86,29 @@ class StdioServer:
         notification, or a response (ignored: this server sends no request)."""
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past Python's recursion limit
             self.send(_error(None, PARSE_ERROR, "Parse error: each line must be one JSON-RPC message"))
             return
-        if not isinstance(message, dict) or not isinstance(message.get("method", ""), str):
-            self.send(_error(None, INVALID_REQUEST, "Invalid request: a JSON-RPC message is an object"))
+        if not isinstance(message, dict):
+            self.send(_error(None, INVALID_REQUEST, "Invalid request: a JSON-RPC message is an object (no batches)"))
             return
-        method, params = message.get("method"), message.get("params") or {}
-        if method is None:  # a response to a request this server never sent
+        method, params, rid = message.get("method"), message.get("params"), message.get("id")
+        params = {} if params is None else params
+        if "id" in message and not _valid_id(rid):
+            self.send(_error(None, INVALID_REQUEST, "Invalid request: an id is a string or an integer"))
+            return
+        if method is None and ("result" in message or "error" in message):
+            return  # a response to a request this server never sent
+        if not isinstance(method, str):
+            if "id" in message:
+                self.send(_error(rid, INVALID_REQUEST, "Invalid request: method is a string"))
             return
         if "id" not in message:
-            if method == "notifications/cancelled" and isinstance(params, dict):
-                task = self.running.get(params.get("requestId"))
+            if method == "notifications/cancelled" and isinstance(params, dict) and _valid_id(params.get("requestId")):
+                task = self.running.get(params["requestId"])
                 if task is not None:
                     task.cancel()
             return
-        rid = message["id"]
         try:
             if not isinstance(params, dict):
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: params is an object")
@@ -130,30 +142,35 @@ class StdioServer:
                                                 "(an object)")
         task = asyncio.get_running_loop().create_task(self.call(rid, name, arguments))
         self.running[rid] = task
-        task.add_done_callback(lambda _: self.running.pop(rid, None))
+        task.add_done_callback(lambda done: self.running.pop(rid) if self.running.get(rid) is done else None)
 
     async def call(self, rid: Any, name: str, arguments: dict[str, Any]) -> None:
         before = self.gate.hidden()
+        try:
+            self.send({"jsonrpc": "2.0", "id": rid, "result": await self.result(name, arguments)})
+        except asyncio.CancelledError:  # notifications/cancelled: the client expects no answer
+            pass
+        finally:
+            if self.gate.hidden() != before:
+                self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+
+    async def result(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """MCP's tool result: the reply, or the refusal or failure as a tool error."""
         why = self.gate.refusal(name, arguments)
         tool = self.gate.tools.get(name)
         if why is None and tool is None:
             why = f"no tool {name!r} on this server"
         if why is not None:
-            result = {"content": [{"type": "text", "text": why}], "isError": True}
-        else:
-            try:
-                payload = await self._validator(tool).validate_python(arguments)  # type: ignore[arg-type]
-                text, structured = reply(payload, tool.output_schema is not None)  # type: ignore[union-attr]
-                result = {"content": [{"type": "text", "text": text}], "isError": False}
-                if structured is not None:
-                    result["structuredContent"] = structured
-            except asyncio.CancelledError:  # notifications/cancelled: the client expects no answer
-                return
-            except Exception as e:
-                result = {"content": [{"type": "text", "text": self.gate.failure(name, e)}], "isError": True}
-        self.send({"jsonrpc": "2.0", "id": rid, "result": result})
-        if self.gate.hidden() != before:
-            self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            return {"content": [{"type": "text", "text": why}], "isError": True}
+        try:
+            payload = await self._validator(tool).validate_python(arguments)  # type: ignore[arg-type]
+        except Exception as e:
+            return {"content": [{"type": "text", "text": self.gate.failure(name, e)}], "isError": True}
+        text, structured = reply(payload, tool.output_schema is not None)  # type: ignore[union-attr]
+        result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
+        if structured is not None:
+            result["structuredContent"] = structured
+        return result
 
     def _validator(self, tool: Tool) -> TypeAdapter[Any]:
         """The tool's function as a validator: its arguments are checked as FastMCP checks them
@@ -166,12 +183,19 @@ class StdioServer:
         return self.calls[tool.name]
 
     async def serve(self, lines: asyncio.Queue[bytes | None]) -> None:
-        while (line := await lines.get()) is not None and not self.closed:
+        while not self.closed and (line := await lines.get()) is not None:
             if line.strip():
-                await self.handle(line)
+                try:
+                    await self.handle(line)
+                except Exception:  # our bug: logged, and the server goes on with the next message
+                    log.exception("stdio: a message could not be handled")
         for task in list(self.running.values()):  # the client is gone: its calls' work is dropped
             task.cancel()
         await asyncio.gather(*self.running.values(), return_exceptions=True)
+
+
+def _valid_id(rid: Any) -> bool:
+    return isinstance(rid, str) or isinstance(rid, int) and not isinstance(rid, bool)
 
 
 def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
@@ -179,20 +203,44 @@ def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
 
 
 def read_lines(fd: int) -> Iterator[bytes]:
-    """The lines of file descriptor `fd` until its end, read with os.read: sys.stdin's buffer
-    would hold a lock while it waits, and a process forked meanwhile (OpenVINO's telemetry forks
-    one from a thread at `import openvino`) inherits that lock held: its multiprocessing start-up
-    closes sys.stdin and waits forever, keeping the client's pipes open after the client exits."""
+    """The lines of file descriptor `fd` until its end (or an error reading it), read with os.read:
+    sys.stdin's buffer would hold a lock while it waits, and a process forked meanwhile (OpenVINO's
+    telemetry forks one from a thread at `import openvino`) inherits that lock held: its
+    multiprocessing start-up closes sys.stdin and waits forever, keeping the client's pipes open
+    after the client exits."""
     parts: list[bytes] = []
-    while chunk := os.read(fd, 1 << 16):
-        while (end := chunk.find(b"\n")) >= 0:
-            parts.append(chunk[:end])
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            parts.append(chunk[start:end])
             yield b"".join(parts)
-            parts, chunk = [], chunk[end + 1:]
-        if chunk:
-            parts.append(chunk)
+            parts, start = [], end + 1
+        if start < len(chunk):
+            parts.append(chunk[start:])
     if parts:
         yield b"".join(parts)
+
+
+def refuse_requests(message: str) -> None:
+    """A server that cannot start still answers its client: every request on stdin (the client's
+    `initialize` first) gets `message` as a JSON-RPC error, until the client closes stdin, so the
+    client shows the configuration problem instead of "Connection closed" (exiting at once would
+    race the reply). Returns at once when stdin is a terminal (a person reads stderr)."""
+    if os.isatty(0):
+        return
+    for line in read_lines(0):
+        try:
+            request = json.loads(line)
+        except (ValueError, RecursionError):  # not JSON: not a request this can answer
+            continue
+        if isinstance(request, dict) and "method" in request and _valid_id(request.get("id")):
+            os.write(1, json.dumps(_error(request["id"], INTERNAL_ERROR, message)).encode() + b"\n")
 
 
 def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
@@ -208,9 +256,11 @@ def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
         lines: asyncio.Queue[bytes | None] = asyncio.Queue()
 
         def read() -> None:
-            for line in read_lines(0):
-                loop.call_soon_threadsafe(lines.put_nowait, line)
-            loop.call_soon_threadsafe(lines.put_nowait, None)
+            try:
+                for line in read_lines(0):
+                    loop.call_soon_threadsafe(lines.put_nowait, line)
+            finally:
+                loop.call_soon_threadsafe(lines.put_nowait, None)
 
         threading.Thread(target=read, name="stdin", daemon=True).start()
         await server.serve(lines)
@@ -218,7 +268,8 @@ def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
     try:
         asyncio.run(main())
     finally:
-        out.close()
+        with contextlib.suppress(OSError):  # the client may have closed its end
+            out.close()
 
 
-__all__ = ["StdioServer", "serve"]
+__all__ = ["StdioServer", "refuse_requests", "serve"]
