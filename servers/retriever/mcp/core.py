@@ -52,12 +52,13 @@ def served_tools(engine: Retriever, read_only: bool | None = None, ultrarag: boo
                     cfg.tools.exclude if exclude is None else exclude, read_only)
 
 
-def tool_function(name: str, model: type[Request],
-                  serve: Callable[[Request], Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+def tool_function(name: str, model: type[Request], serve: Callable[[Request], Awaitable[T]],
+                  returns: Any = inspect.Signature.empty) -> Callable[..., Awaitable[T]]:
     """An async function whose keyword parameters are `model`'s fields (with their descriptions,
     defaults and ranges), so FastMCP's input schema is the model's; it validates into the model
     and serves it. No docstring: the description is given to FastMCP as such (server.py), which
-    otherwise imports griffe and parses every docstring at start-up (0.03-0.13 s of build_server here)."""
+    otherwise imports griffe and parses every docstring at start-up (0.03-0.13 s of build_server here).
+    `returns`: the return annotation (FastMCP reads it)."""
     fields = sorted(model.model_fields.items(), key=lambda item: not item[1].is_required())
     params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[f.annotation, f],
                                 default=inspect.Parameter.empty if f.is_required() else f.default)
@@ -67,8 +68,10 @@ def tool_function(name: str, model: type[Request],
         return await serve(model.model_validate(arguments))
 
     tool.__name__ = tool.__qualname__ = name
-    tool.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    tool.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
     tool.__annotations__ = {p.name: p.annotation for p in params}
+    if returns is not inspect.Signature.empty:
+        tool.__annotations__["return"] = returns
     return tool
 
 
@@ -115,7 +118,7 @@ class Gate:
     limits.max_request_bytes are refused first. A tool the loaded configuration cannot serve (a web
     tool without a key, ...) is not listed (`hidden`)."""
 
-    def __init__(self, engine: Retriever, tools: Sequence[Tool] = ()) -> None:
+    def __init__(self, engine: Retriever, tools: Sequence[Tool]) -> None:
         self.engine = engine
         self.tools = {t.name: t for t in tools}
         self._hidden: tuple[object, set[str]] = (None, set())
@@ -139,11 +142,11 @@ class Gate:
         if size > limit:
             return f"{name}: the arguments are {size} bytes, over limits.max_request_bytes ({limit})"
         tool = self.tools.get(name)
-        if tool is None and self.tools:
+        if tool is None:
             log.info("%s: no such tool here", name)
             return (f"no tool {name!r} on this server (its profile, read-only mode or tools.exclude leave it out); "
-                    f"its tools: {', '.join(self.tools)}")
-        why = tool.unavailable(self.engine) if tool is not None else None
+                    f"its tools: {', '.join(self.tools) or 'none'}")
+        why = tool.unavailable(self.engine)
         if why is not None:
             log.info("%s: refused: needs %s", name, why)
             return f"{name} cannot work with this server's configuration: it needs {why}"

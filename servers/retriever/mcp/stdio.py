@@ -56,7 +56,6 @@ class StdioServer:
 
     def __init__(self, engine: Retriever, tools: Sequence[Tool], out: IO[bytes]) -> None:
         self.engine = engine
-        self.tools = list(tools)
         self.gate = Gate(engine, tools)
         self.out = out
         known = definitions.load()
@@ -125,7 +124,7 @@ class StdioServer:
             return {"protocolVersion": asked if asked in VERSIONS else VERSIONS[-1],
                     "capabilities": {"tools": {"listChanged": True}},
                     "serverInfo": {"name": "retriever", "version": package_version()},
-                    "instructions": instructions(self.engine, self.tools)}
+                    "instructions": instructions(self.engine, self.gate.tools.values())}
         if method == "tools/list":
             hidden = self.gate.hidden()
             return {"tools": [d for name, d in self.definitions.items() if name not in hidden]}
@@ -157,16 +156,14 @@ class StdioServer:
     async def result(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """MCP's tool result: the reply, or the refusal or failure as a tool error."""
         why = self.gate.refusal(name, arguments)
-        tool = self.gate.tools.get(name)
-        if why is None and tool is None:
-            why = f"no tool {name!r} on this server"
         if why is not None:
             return {"content": [{"type": "text", "text": why}], "isError": True}
+        tool = self.gate.tools[name]  # the gate refused any other name
         try:
-            payload = await self._validator(tool).validate_python(arguments)  # type: ignore[arg-type]
+            payload = await self._validator(tool).validate_python(arguments)
         except Exception as e:
             return {"content": [{"type": "text", "text": self.gate.failure(name, e)}], "isError": True}
-        text, structured = reply(payload, tool.output_schema is not None)  # type: ignore[union-attr]
+        text, structured = reply(payload, tool.output_schema is not None)
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
         if structured is not None:
             result["structuredContent"] = structured

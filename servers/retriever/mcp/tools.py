@@ -65,10 +65,7 @@ def _function(spec: Tool) -> Callable[..., Awaitable[ToolResult]]:
         payload = await serve_call(server.engine, spec, request)  # type: ignore[attr-defined]
         return result(payload, spec.output_schema is not None)
 
-    fn = tool_function(spec.name, spec.request, serve)
-    fn.__signature__ = fn.__signature__.replace(return_annotation=ToolResult)  # type: ignore[attr-defined]
-    fn.__annotations__["return"] = ToolResult
-    return fn
+    return tool_function(spec.name, spec.request, serve, ToolResult)
 
 
 def register(mcp: FastMCP, tools: Sequence[Tool]) -> None:
