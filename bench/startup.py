@@ -142,9 +142,10 @@ def server_venv() -> str:
     return f"`{where}` ({', '.join(found) + ' installed' if found else 'no torch, no numba'})"
 
 
-async def session(runtime: str, queries: list[str] | None) -> dict[str, Any]:
+async def session(runtime: str, queries: list[str] | None, raw: Raw | None = None) -> dict[str, Any]:
     """Spawn `retriever serve --init` over stdio; time the first answer; with `queries`, time each
-    tool on them one query at a time and read the server's peak memory."""
+    tool on them one query at a time (the raw call, where a tool has one, just before it) and read
+    the server's peak memory."""
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -163,13 +164,17 @@ async def session(runtime: str, queries: list[str] | None) -> dict[str, Any]:
             res["torch"] = torch_loaded(pid)
             if queries:
                 for tool in TOOLS:
-                    lat = []
+                    lat, raws = [], []
                     for q in queries:
+                        if raw is not None and tool in RAW_CALL:
+                            raws.append(raw(RAW_CALL[tool], q))
                         t = time.perf_counter()
                         r = await s.call_tool(tool, {"query_list": [q], "top_k": 10})
                         lat.append(time.perf_counter() - t)
                         assert not r.is_error, r
                     res[f"{tool}_ms"] = statistics.median(lat) * 1000
+                    if raws:
+                        res[f"{tool}_raw_ms"] = statistics.median(raws) * 1000
                 lat = []  # ids and scores only, as the raw bm25s call returns: the passages' bytes left out
                 for q in queries:
                     t = time.perf_counter()
@@ -182,13 +187,13 @@ async def session(runtime: str, queries: list[str] | None) -> dict[str, Any]:
     return res
 
 
-# ---- the raw library calls, each runtime in a fresh process ---------------------------------
+# ---- the raw library calls, each runtime in a process of its own ---------------------------
 
 RAW = r"""
-import json, sys, time, statistics
+import json, sys, time
 from pathlib import Path
 import numpy as np, faiss
-runtime, precision, model, export, graph, faiss_file, corpus, queries = json.loads(sys.argv[1])
+runtime, precision, model, export, graph, faiss_file, corpus = json.loads(sys.argv[1])
 if runtime == "torch":
     from sentence_transformers import SentenceTransformer
     st = SentenceTransformer(model, device="cpu")
@@ -220,35 +225,89 @@ docs = [json.loads(l) for l in open(corpus)]
 stemmer = Stemmer.Stemmer("english")
 bm25 = bm25s.BM25(); bm25.index(bm25s.tokenize([" ".join(p for p in (d.get("title"), d.get("text")) if p) for d in docs],
                                               stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
-def timed(fn):
-    fn(queries[0]); lat = []
-    for q in queries:
-        t = time.perf_counter(); fn(q); lat.append(time.perf_counter() - t)
-    return statistics.median(lat) * 1000
-dense = timed(lambda q: index.search(encode(q), 10))
-sparse = timed(lambda q: bm25.retrieve(bm25s.tokenize([q], stopwords="en", stemmer=stemmer, show_progress=False),
-                                       k=10, show_progress=False))
-print(json.dumps({"dense_ms": dense, "bm25_ms": sparse}))
+CALLS = {"dense": lambda q: index.search(encode(q), 10),
+         "bm25": lambda q: bm25.retrieve(bm25s.tokenize([q], stopwords="en", stemmer=stemmer, show_progress=False),
+                                         k=10, show_progress=False)}
+print("ready", flush=True)
+for line in sys.stdin:  # {"call": "dense" | "bm25", "query": ...} -> the call's own time in seconds
+    ask = json.loads(line)
+    t = time.perf_counter(); CALLS[ask["call"]](ask["query"]); took = time.perf_counter() - t
+    print(json.dumps(took), flush=True)
 """
 
 
-def raw(runtime: str, queries: list[str]) -> dict[str, float]:
-    from retriever.config import load_config
-    from retriever.embedders.exported import export_folder
+class Raw:
+    """The raw library calls of one runtime in a process of their own, asked one query at a time
+    between the server's calls, so both are timed in the same moments of a busy machine."""
 
-    cfg = load_config(ROOT / "parameter.yaml")
-    export = export_folder(cfg)
-    manifest = json.loads((OUT / runtime / "faiss" / "manifest.json").read_text())
-    precision = manifest["runtime"].split()[-1]  # what the server ran: auto resolved
-    graph = export / "model.onnx"  # the graph the server runs (exported.py)
-    if runtime == "onnx" and precision == "int8":
-        graph = export.with_name(f"{export.name}-int8") / "model.onnx"
-    if runtime == "openvino" and precision == "bf16":
-        graph = export.with_name(f"{export.name}-ov16") / "model.xml"
-    args = [runtime, precision, cfg.resolved_model(), str(export), str(graph),
-            str(OUT / runtime / "faiss" / manifest["data"]), str(SCIFACT / "corpus.jsonl"), queries]
-    proc = subprocess.run([sys.executable, "-c", RAW, json.dumps(args)], capture_output=True, text=True, check=True)
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    def __init__(self, runtime: str) -> None:
+        from retriever.config import load_config
+        from retriever.embedders.exported import export_folder
+
+        cfg = load_config(ROOT / "parameter.yaml")
+        export = export_folder(cfg)
+        manifest = json.loads((OUT / runtime / "faiss" / "manifest.json").read_text())
+        precision = manifest["runtime"].split()[-1]  # what the server ran: auto resolved
+        graph = export / "model.onnx"  # the graph the server runs (exported.py)
+        if runtime == "onnx" and precision == "int8":
+            graph = export.with_name(f"{export.name}-int8") / "model.onnx"
+        if runtime == "openvino" and precision == "bf16":
+            graph = export.with_name(f"{export.name}-ov16") / "model.xml"
+        args = [runtime, precision, cfg.resolved_model(), str(export), str(graph),
+                str(OUT / runtime / "faiss" / manifest["data"]), str(SCIFACT / "corpus.jsonl")]
+        self.proc = subprocess.Popen([sys.executable, "-c", RAW, json.dumps(args)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
+
+    def __call__(self, call: str, query: str) -> float:
+        """The raw call's own time, in seconds."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"call": call, "query": query}) + "\n")
+        self.proc.stdin.flush()
+        return float(json.loads(self.proc.stdout.readline()))
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+RAW_CALL = {"retriever_search": "dense", "bm25_search": "bm25"}  # the tools with a raw call beside them
+
+
+def bare(runtime: str, queries: list[str], raw: Raw) -> dict[str, float]:
+    """The same single queries through a bare JSON-RPC client (newline-delimited JSON over the
+    pipes, no MCP SDK): what the server adds, without the SDK client's own parsing and validation."""
+    proc = subprocess.Popen([str(SERVER_BIN / "retriever"), "--log-level", "WARNING", "serve", "--init", "--tools",
+                             "full", *sets(runtime)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    send, receive = proc.stdin, proc.stdout
+    ids = iter(range(1, 1 << 30))
+
+    def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        rid = next(ids)
+        send.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n")
+        send.flush()
+        while (message := json.loads(receive.readline())).get("id") != rid:
+            pass
+        return dict(message)
+
+    ask("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
+    out: dict[str, float] = {}
+    for tool, call in RAW_CALL.items():
+        ask("tools/call", {"name": tool, "arguments": {"query_list": [queries[0]], "top_k": 10}})
+        lat, raws = [], []
+        for q in queries:
+            raws.append(raw(call, q))
+            t = time.perf_counter()
+            r = ask("tools/call", {"name": tool, "arguments": {"query_list": [q], "top_k": 10}})
+            lat.append(time.perf_counter() - t)
+            assert not r["result"]["isError"], r
+        out[f"{tool}_ms"], out[f"{tool}_raw_ms"] = statistics.median(lat) * 1000, statistics.median(raws) * 1000
+    send.close()
+    proc.wait()
+    return out
 
 
 def main() -> None:
@@ -277,19 +336,23 @@ def main() -> None:
             print(f"start {i + 1}/{args.starts} {rt}: {starts[rt][-1]['first_s']:.2f} s", file=sys.stderr)
         starts[FLOOR_KEY].append(asyncio.run(floor(0)))
         print(f"start {i + 1}/{args.starts} floor: {starts[FLOOR_KEY][-1]['first_s']:.2f} s", file=sys.stderr)
-    long = {rt: asyncio.run(session(rt, queries)) for rt in runtimes}
+    long, bares = {}, {}
+    for rt in runtimes:
+        raw = Raw(rt)
+        long[rt] = asyncio.run(session(rt, queries, raw))
+        bares[rt] = bare(rt, queries, raw)
+        raw.close()
     long[FLOOR_KEY] = asyncio.run(floor(len(queries)))
-    raws = {rt: raw(rt, queries) for rt in runtimes}
     quality = {} if args.no_quality else {(rt, m): ndcg(rt, m) for rt in runtimes for m in ("dense", "hybrid")}
     labels = {rt: json.loads((OUT / rt / "faiss" / "manifest.json").read_text())["runtime"] for rt in runtimes}
-    write(args.out, runtimes, labels, starts, long, raws, quality, len(queries), args.section)
+    write(args.out, runtimes, labels, starts, long, bares, quality, len(queries), args.section)
 
 
 FLOOR_KEY = "floor"
 
 
 def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[str, list[dict[str, Any]]],
-          long: dict[str, dict[str, Any]], raws: dict[str, dict[str, float]],
+          long: dict[str, dict[str, Any]], bares: dict[str, dict[str, float]],
           quality: dict[tuple[str, str], float], n: int, section: str = "lean serving") -> None:
     def med(rt: str, key: str) -> float:
         return statistics.median(s[key] for s in starts[rt])
@@ -306,7 +369,10 @@ def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[s
         f" `retriever serve --init` over stdio with the standard MCP client; medians of {len(starts[runtimes[0]])}"
         f" starts per runtime (interleaved), {n} single queries per tool (top_k=10). Raw: the same runtime's"
         " library calls (sentence-transformers, or tokenizers + onnxruntime / OpenVINO on the same export) and"
-        " FAISS on the server's own index file; bm25s built in process, as in bench/run.py."
+        " FAISS on the server's own index file, bm25s built in process as in bench/run.py, in a process of their"
+        " own, each timed around the library call alone, just before the server's call on the same query (so"
+        " both meet the same moments of a busy machine). The bare client: newline-delimited JSON-RPC over the"
+        " same pipes, without the MCP SDK's parsing and validation of each message."
         f" The servers ran from {server_venv()}.",
         "",
         row("", cols),
@@ -318,13 +384,17 @@ def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[s
         row("torch loaded in the server", ["yes" if long[rt]["torch"] or any(s["torch"] for s in starts[rt]) else "no"
                                            for rt in runtimes]),
     ]
-    for tool, key in (("retriever_search", "dense_ms"), ("bm25_search", "bm25_ms")):
+    for tool in RAW_CALL:
         lines.append(row(f"{tool}: stdio / raw / overhead (goal <= +2 ms)",
-                         [f"{long[rt][f'{tool}_ms']:.1f} / {raws[rt][key]:.1f} / **{long[rt][f'{tool}_ms'] - raws[rt][key]:+.1f} ms**"
-                          for rt in runtimes]))
+                         [f"{long[rt][f'{tool}_ms']:.1f} / {long[rt][f'{tool}_raw_ms']:.1f} /"
+                          f" **{long[rt][f'{tool}_ms'] - long[rt][f'{tool}_raw_ms']:+.1f} ms**" for rt in runtimes]))
     lines.append(row("bm25_search return_text=false (ids and scores, as raw): stdio / raw / overhead",
-                     [f"{long[rt]['bm25_ids_ms']:.1f} / {raws[rt]['bm25_ms']:.1f} /"
-                      f" **{long[rt]['bm25_ids_ms'] - raws[rt]['bm25_ms']:+.1f} ms**" for rt in runtimes]))
+                     [f"{long[rt]['bm25_ids_ms']:.1f} / {long[rt]['bm25_search_raw_ms']:.1f} /"
+                      f" **{long[rt]['bm25_ids_ms'] - long[rt]['bm25_search_raw_ms']:+.1f} ms**" for rt in runtimes]))
+    for tool in RAW_CALL:
+        lines.append(row(f"{tool} with a bare JSON-RPC client (no MCP SDK): stdio / raw / overhead",
+                         [f"{bares[rt][f'{tool}_ms']:.1f} / {bares[rt][f'{tool}_raw_ms']:.1f} /"
+                          f" **{bares[rt][f'{tool}_ms'] - bares[rt][f'{tool}_raw_ms']:+.1f} ms**" for rt in runtimes]))
     lines.append(row("retriever_hybrid_search over stdio", [f"{long[rt]['retriever_hybrid_search_ms']:.1f} ms"
                                                             for rt in runtimes]))
     if quality:

@@ -82,3 +82,21 @@ def test_a_large_result_over_http_is_a_bounded_paged_reply(http_server: str) -> 
     out = text_json(result)
     assert len(result.content[0].text.encode()) < 1_000_000
     assert out["truncated"]["next_offset"] >= 1 and all(n >= 1 for n in out["truncated"]["hits_sent"])
+
+
+def test_json_bytes_is_the_json_text_json_dumps_writes() -> None:
+    """The replies' serialiser (pydantic-core) writes what compact json.dumps(ensure_ascii=False) writes, so a
+    client parses the same reply; a lone surrogate, which UTF-8 cannot carry, goes escaped."""
+    from retriever.api.replies import _size, json_bytes
+
+    value = {"ret_psg": [["Ünïcödé — naïve café", 'quote " back\\ slash\ttab\n', "😀 \u2028 \x00"]],
+             "scores": [[0.8125, 1e-07, 3.0, -0.0, 12345678901234567890]], "ok": True, "none": None, "ids": ["1", 2]}
+    assert json.loads(json_bytes(value)) == value
+    # byte for byte, but for the exponent's spelling (json.dumps writes 1e-07)
+    assert json_bytes(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False).replace(
+        "1e-07", "1e-7").encode()
+    for text in value["ret_psg"][0]:
+        assert _size(text) == len(json.dumps(text, ensure_ascii=False).encode())
+    lone = {"query": "a\ud800b"}
+    assert json_bytes(lone) == b'{"query":"a\\ud800b"}' and json.loads(json_bytes(lone)) == lone
+    assert _size(lone["query"]) == len(json.dumps(lone["query"], ensure_ascii=False).encode("utf-8", "surrogatepass"))

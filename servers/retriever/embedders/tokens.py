@@ -50,4 +50,6 @@ class Tokens:
     def __call__(self, texts: list[str]) -> list[list[int]]:
         if self._slow is not None:
             return list(self._slow(texts, truncation=True, max_length=self._max_length)["input_ids"])
+        if len(texts) == 1:  # a single query: encode_batch would wake tokenizers' thread pool for it
+            return [self._fast.encode(texts[0]).ids]
         return [e.ids for e in self._fast.encode_batch(texts)]

@@ -30,7 +30,7 @@ from pydantic import TypeAdapter
 from .. import package_version
 from ..api.models import Request
 from ..api.registry import instructions
-from ..api.replies import reply
+from ..api.replies import json_bytes, reply
 from ..api.tool import Tool
 from . import definitions
 from .core import Gate, serve_call, tool_function
@@ -70,10 +70,7 @@ class StdioServer:
     def send(self, message: dict[str, Any]) -> None:
         if self.closed:
             return
-        try:
-            text = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-        except UnicodeEncodeError:  # a lone surrogate (from the client's own text): escaped, still JSON
-            text = json.dumps(message, separators=(",", ":")).encode()
+        text = json_bytes(message)
         try:
             self.out.write(text + b"\n")
             self.out.flush()

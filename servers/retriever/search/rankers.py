@@ -67,7 +67,8 @@ class Dense:
         return s.dense.search(vectors, depth, *allowed, ann=self.ann)
 
     def rank(self, s: Session, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
-        return _ranked(*self.rows(s, queries, depth, allowed))
+        # the encode and the index search in one trip to the compute thread, as in Hybrid, not one each
+        return _ranked(*compute.on_compute_thread(self.rows, s, queries, depth, allowed))
 
     def depth(self, k: int) -> int:
         return k
