@@ -40,28 +40,34 @@ TOOLS = ("retriever_search", "bm25_search", "retriever_hybrid_search")
 RUNTIMES = {"torch": "fp32", "onnx": "int8", "openvino": "auto"}  # auto: bf16 where the CPU has it
 
 
-def sets(runtime: str) -> list[str]:
-    out = OUT / runtime
+def sets(runtime: str, precision: str | None = None, out: Path | None = None) -> list[str]:
+    """The --set pairs of a runtime's indexes (in `out`, default OUT/<runtime>) and precision."""
+    out = OUT / runtime if out is None else out
     pairs = {"corpus_path": SCIFACT / "corpus.jsonl", "embedding_path": out / "embedding.npy",
              "docs_path": out / "docs", "index_backend_configs.faiss.index_path": out / "faiss",
              "backend_configs.bm25.save_path": out / "bm25",
              "backend_configs.sentence_transformers.runtime": runtime,
-             "backend_configs.sentence_transformers.precision": RUNTIMES[runtime]}
+             "backend_configs.sentence_transformers.precision": precision or RUNTIMES[runtime]}
     return [x for k, v in pairs.items() for x in ("--set", f"{k}={v}")]
 
 
-def build(runtime: str) -> None:
-    if (OUT / runtime / "faiss" / "manifest.json").exists() and (OUT / runtime / "bm25" / "manifest.json").exists():
+def build(runtime: str, precision: str | None = None, out: Path | None = None) -> None:
+    """`retriever index` of the runtime's indexes, once: made before, they are reused."""
+    out = OUT / runtime if out is None else out
+    if (out / "faiss" / "manifest.json").exists() and (out / "bm25" / "manifest.json").exists():
         return
-    print(f"{runtime}: retriever index (once)...", file=sys.stderr)
-    subprocess.run([str(BIN / "retriever"), "--log-level", "WARNING", "index", "--overwrite", *sets(runtime)],
-                   check=True, stdout=subprocess.DEVNULL)
+    print(f"{runtime} {precision or RUNTIMES[runtime]}: retriever index (once)...", file=sys.stderr)
+    subprocess.run([str(BIN / "retriever"), "--log-level", "WARNING", "index", "--overwrite",
+                    *sets(runtime, precision, out)], check=True, stdout=subprocess.DEVNULL)
 
 
-def ndcg(runtime: str, mode: str) -> float:
-    proc = subprocess.run([str(BIN / "retriever"), "--log-level", "WARNING", "eval", *sets(runtime), "--mode", mode,
-                           "--queries", str(SCIFACT / "queries.jsonl"), "--qrels", str(SCIFACT / "qrels" / "test.tsv"),
-                           "--json"], check=True, capture_output=True, text=True)
+def ndcg(runtime: str, mode: str, precision: str | None = None, out: Path | None = None,
+         bin_dir: Path = BIN) -> float:
+    """SciFact nDCG@10 of `retriever eval` (run from `bin_dir`'s venv) on the runtime's indexes."""
+    proc = subprocess.run([str(bin_dir / "retriever"), "--log-level", "WARNING", "eval", *sets(runtime, precision, out),
+                           "--mode", mode, "--queries", str(SCIFACT / "queries.jsonl"),
+                           "--qrels", str(SCIFACT / "qrels" / "test.tsv"), "--json"],
+                          check=True, capture_output=True, text=True, cwd=ROOT)
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["ndcg@10"])
 
 

@@ -42,6 +42,9 @@ def test_image_builds_and_serves(tmp_path: Path) -> None:
                            timeout=1800, check=False)
     assert built.returncode == 0, built.stderr[-3000:]
     print("image:", built.stdout.strip())  # name and size, for the record
+    number, unit = built.stdout.split()[-2:]  # buildah's size: decimal units (go-units' HumanSize)
+    size_mb = float(number) * {"B": 1e-6, "kB": 1e-3, "MB": 1.0, "GB": 1e3}[unit]
+    assert size_mb <= 600, f"the image is {number} {unit}; the goal is at most 600 MB"
     ctr = subprocess.run(["buildah", "from", "-q", TAG], capture_output=True, text=True, check=True).stdout.strip()
     port = free_port()
     log = (tmp_path / "container.log").open("w+")
