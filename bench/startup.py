@@ -135,16 +135,22 @@ async def floor(calls: int) -> dict[str, Any]:
     return res
 
 
-def server_venv() -> str:
+def server_bin(runtime: str) -> Path:
+    """The venv bin a runtime's server runs from: --server-python's, but torch's always this venv's
+    (a lean venv has no torch to serve it with)."""
+    return BIN if runtime == "torch" else SERVER_BIN
+
+
+def server_venv(bin_dir: Path) -> str:
     """Which venv serves, and whether torch and numba are installed in it (numba: bm25s imports it
     whenever it is there; only the dev venv has it, for ranx)."""
     probe = "import importlib.util as u; print(' '.join(m for m in ('torch', 'numba') if u.find_spec(m)))"
-    found = subprocess.run([str(SERVER_BIN / "python"), "-c", probe], capture_output=True, text=True,
+    found = subprocess.run([str(bin_dir / "python"), "-c", probe], capture_output=True, text=True,
                            check=True).stdout.split()
     try:
-        where = str(SERVER_BIN.parent.relative_to(ROOT))
+        where = str(bin_dir.parent.relative_to(ROOT))
     except ValueError:
-        where = str(SERVER_BIN.parent)
+        where = str(bin_dir.parent)
     return f"`{where}` ({', '.join(found) + ' installed' if found else 'no torch, no numba'})"
 
 
@@ -155,7 +161,7 @@ async def session(runtime: str, queries: list[str] | None, raw: Raw | None = Non
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=str(SERVER_BIN / "retriever"), cwd=str(ROOT),
+    params = StdioServerParameters(command=str(server_bin(runtime) / "retriever"), cwd=str(ROOT),
                                    args=["--log-level", "WARNING", "serve", "--init", "--tools", "full", *sets(runtime)])
     res: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -284,7 +290,7 @@ RAW_CALL = {"retriever_search": "dense", "bm25_search": "bm25"}  # the tools wit
 def bare(runtime: str, queries: list[str], raw: Raw) -> dict[str, float]:
     """The same single queries through a bare JSON-RPC client (newline-delimited JSON over the
     pipes, no MCP SDK): what the server adds, without the SDK client's own parsing and validation."""
-    proc = subprocess.Popen([str(SERVER_BIN / "retriever"), "--log-level", "WARNING", "serve", "--init", "--tools",
+    proc = subprocess.Popen([str(server_bin(runtime) / "retriever"), "--log-level", "WARNING", "serve", "--init", "--tools",
                              "full", *sets(runtime)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
     assert proc.stdin is not None and proc.stdout is not None
@@ -379,7 +385,8 @@ def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[s
         " own, each timed around the library call alone, just before the server's call on the same query (so"
         " both meet the same moments of a busy machine). The bare client: newline-delimited JSON-RPC over the"
         " same pipes, without the MCP SDK's parsing and validation of each message."
-        f" The servers ran from {server_venv()}.",
+        " The servers ran from " + "; ".join(f"{labels[rt]}: {server_venv(server_bin(rt))}" for rt in runtimes)
+        + f"; the floor from {server_venv(SERVER_BIN)}.",
         "",
         row("", cols),
         row("---", ["---"] * len(cols)),
