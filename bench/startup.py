@@ -254,18 +254,17 @@ class Raw:
 
     def __init__(self, runtime: str) -> None:
         from retriever.config import load_config
-        from retriever.embedders.exported import export_folder
+        from retriever.embedders.exported import exported, openvino_ir
 
         cfg = load_config(ROOT / "parameter.yaml")
-        export = export_folder(cfg)
         manifest = json.loads((OUT / runtime / "faiss" / "manifest.json").read_text())
         precision = manifest["runtime"].split()[-1]  # what the server ran: auto resolved
-        graph = export / "model.onnx"  # the graph the server runs (exported.py)
-        if runtime == "onnx" and precision == "int8":
-            graph = export.with_name(f"{export.name}-int8") / "model.onnx"
-        if runtime == "openvino" and precision == "bf16":
-            graph = export.with_name(f"{export.name}-ov16") / "model.xml"
-        args = [runtime, precision, cfg.resolved_model(), str(export), str(graph),
+        export = graph = ""
+        if runtime != "torch":  # the export and the graph the server runs, found as exported.py finds them
+            export = str(exported(cfg))
+            folder = exported(cfg, precision if runtime == "onnx" else "fp32")
+            graph = str(openvino_ir(folder, "MiniLM") / "model.xml" if runtime == "openvino" else folder / "model.onnx")
+        args = [runtime, precision, cfg.resolved_model(), export, graph,
                 str(OUT / runtime / "faiss" / manifest["data"]), str(SCIFACT / "corpus.jsonl")]
         self.proc = subprocess.Popen([sys.executable, "-c", RAW, json.dumps(args)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
