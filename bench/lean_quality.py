@@ -17,23 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from report import ROOT, SCIFACT, write_section
-from startup import build, ndcg
+from startup import BIN, build, ndcg, server_venv
 
-BIN = Path(sys.executable).parent
 OUT = ROOT / "bench" / "out" / "lean_quality"
 VARIANTS = [("torch", "fp32"), ("onnx", "fp32"), ("openvino", "fp32"), ("onnx", "int8"), ("openvino", "bf16")]
-
-
-def has_torch(bin_dir: Path) -> bool:
-    probe = "import importlib.util as u; print(u.find_spec('torch') is not None)"
-    return subprocess.run([str(bin_dir / "python"), "-c", probe], capture_output=True, text=True,
-                          check=True).stdout.strip() == "True"
 
 
 def tokens_agree() -> tuple[int, int]:
@@ -68,11 +60,7 @@ def main() -> None:
         where = BIN if rt == "torch" else lean_bin
         scores = {mode: ndcg(rt, mode, prec, OUT / f"{rt}-{prec}", where) for mode in ("dense", "hybrid")}
         label = json.loads((OUT / f"{rt}-{prec}" / "faiss" / "manifest.json").read_text())["runtime"]
-        try:
-            venv = str(where.parent.relative_to(ROOT))
-        except ValueError:
-            venv = str(where.parent)
-        rows.append(f"| {label} | `{venv}` ({'torch installed' if has_torch(where) else 'no torch'}) |"
+        rows.append(f"| {label} | {server_venv(where)} |"
                     f" {scores['dense']:.4f} | {scores['hybrid']:.4f} |")
         print(rows[-1], file=sys.stderr)
     agree, total = tokens_agree()

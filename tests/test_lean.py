@@ -124,8 +124,9 @@ def test_the_export_tokenizer_matches_transformers(cache: Path) -> None:
     texts += ["", "Ünïcödé — naïve café", "a\tb\nc", "x" * 3000]
     for length in (256, 16):
         want = AutoTokenizer.from_pretrained(str(folder))(texts, truncation=True, max_length=length)["input_ids"]
-        assert Tokens(folder, length)(texts) == want
-        assert [Tokens(folder, length)([t])[0] for t in texts] == want  # one text: encode, not encode_batch
+        tokens = Tokens(folder, length)
+        assert tokens(texts) == want
+        assert [tokens([t])[0] for t in texts] == want  # one text: encode, not encode_batch
     assert Tokens(folder, 8).pad_id == AutoTokenizer.from_pretrained(str(folder)).pad_token_id
 
 
