@@ -122,6 +122,23 @@ def test_embed_killed_midway_keeps_the_old_matrix(tmp_path: Path, built_project:
     assert e.embeddings_valid()
 
 
+def test_a_finished_embed_killed_before_removing_its_log_leaves_nothing(tmp_path: Path, built_project: Path) -> None:
+    """Killed between writing the manifest and removing the resume log (tests/test_resume.py's fourth kill can
+    land there): the next `retriever index` keeps the matrix and removes the log; a log whose partial matrix is
+    still there (a write to resume) stays."""
+    path = copy_built(built_project, tmp_path / "p")
+    out = path.parent / "out"
+    e = engine_for(path)
+    e.init()
+    log = out / ".embedding.npy.partial.json"
+    log.write_text("{}")  # what such a kill leaves: the log, no partial matrix
+    (out / ".embedding.npy.partial").write_bytes(b"")
+    assert e.embeddings_valid() and log.exists()  # a partial matrix beside it: not ours to drop
+    (out / ".embedding.npy.partial").unlink()
+    assert e.embeddings_valid() and not log.exists()
+    assert (out / "embedding.npy").exists()
+
+
 def test_a_fresh_project_with_a_missing_output_folder_builds(tmp_path: Path) -> None:
     path = write_project(tmp_path / "deep", )
     e = engine_for(path)

@@ -38,7 +38,7 @@ from ..session import Session, open_session
 from ..store.catalog import collection_names, describe, recorded_corpus, remember_corpus
 from ..store.collection import parse_documents
 from ..store.corpus import DocStore
-from ..store.embedfile import open_embeddings, write_embeddings
+from ..store.embedfile import drop_finished_log, open_embeddings, write_embeddings
 from ..store.locks import collection_lock
 from ..store.manifests import dense_manifest, runtime_record
 from ..store.persist import read_manifest
@@ -167,12 +167,15 @@ class Retriever:
             return {"embedding_path": str(path), **manifest}
 
     def embeddings_valid(self, embedding_path: str | None = None) -> bool:
-        """Whether the embedding file exists and matches this corpus and model."""
+        """Whether the embedding file exists and matches this corpus and model (`retriever index`
+        then keeps it; the resume log of a write killed just after finishing it is removed)."""
         s, embedder = self._need_embedder("retriever_index")
+        path = self._path(embedding_path, s.config.paths().embedding, "embedding_path")
         try:
-            open_embeddings(self._path(embedding_path, s.config.paths().embedding, "embedding_path"), dense_manifest(s.docs, embedder))
+            open_embeddings(path, dense_manifest(s.docs, embedder))
         except IndexMismatchError:
             return False
+        drop_finished_log(path)
         return True
 
     def index(self, embedding_path: str | None = None, overwrite: bool | None = None,

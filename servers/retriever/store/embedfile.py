@@ -39,6 +39,19 @@ def sidecar(path: Path) -> Path:
     return record_of(path)
 
 
+def _in_progress(path: Path) -> tuple[Path, Path]:
+    """The partial matrix of a write of `path` and its resume log."""
+    return path.with_name(f".{path.name}.partial"), path.with_name(f".{path.name}.partial.json")
+
+
+def drop_finished_log(path: Path) -> None:
+    """Call once `path` has loaded with its manifest: a write killed after publishing the matrix and
+    its manifest, before removing its resume log, left the log with nothing to resume; it goes."""
+    partial, log_file = _in_progress(path)
+    if not partial.exists():
+        log_file.unlink(missing_ok=True)
+
+
 def write_embeddings(
     path: Path, docs: DocStore, embedder: Embedder, chunk: int, overwrite: bool,
     manifest: dict[str, Any], progress: bool = True,
@@ -47,7 +60,7 @@ def write_embeddings(
         raise ConfigError(f"embedding_path must end with .npy, got {path}")
     if path.exists() and not overwrite:
         raise AlreadyExistsError(f"{path} exists; pass overwrite=true to replace it")
-    partial, log_file = path.with_name(f".{path.name}.partial"), path.with_name(f".{path.name}.partial.json")
+    partial, log_file = _in_progress(path)
     # ours: its manifest says so, or a write of ours was cut between the rename and the manifest
     check_replace((path, sidecar(path)), written_here(path) or log_file.is_file(), "embedding_path")
     from tqdm import tqdm
