@@ -205,6 +205,7 @@ def noisy(self, method, params):
     print("a stray print")
     os.write(1, b"a native library's stray write\\n")
     if method == "tools/list":  # as OpenVINO's telemetry does at import: a process forked from a thread
+        print("threads while serving:", sorted(t.name for t in threading.enumerate()), file=sys.stderr)
         fork = lambda: multiprocessing.get_context("fork").Process(target=time.sleep, args=(0.1,)).start()
         threading.Thread(target=fork).start()
     return answer(self, method, params)
@@ -230,3 +231,75 @@ def test_stdout_is_the_protocols_alone_and_no_framework_is_imported(built_projec
     assert [json.loads(line)["jsonrpc"] for line in raw.stdout] == ["2.0"] * 3
     assert b"a stray print" in raw.stderr and b"a native library's stray write" in raw.stderr
     assert b"frameworks imported: []" in raw.stderr
+    # the event loop reads the pipe itself: no thread waits on stdin to wake it (one hand-off less per call)
+    serving = re.search(rb"threads while serving: (.*)", raw.stderr)
+    assert serving and b"'stdin'" not in serving.group(1), serving
+
+
+def test_a_small_search_runs_and_answers_on_the_compute_thread(built_project: Path) -> None:
+    """A search of at most one chunk of queries runs on the compute thread, where its encode and
+    index search run, and writes its answer there: no hand-off to a worker and none back to the
+    event loop. A larger one runs on a worker (other calls' chunks take turns with its own), which
+    writes its answer too; a refused call is answered by the loop."""
+    from retriever.mcp.core import served_tools
+    from retriever.mcp.stdio import StdioServer
+    from retriever.security.limits import CHUNK
+
+    engine = engine_for(built_project)
+    engine.init()
+    searched: list[str] = []
+    find = engine.find
+    engine.find = lambda *a, **k: searched.append(threading.current_thread().name) or find(*a, **k)  # type: ignore[method-assign]
+
+    class Out:
+        def __init__(self) -> None:
+            self.written: list[tuple[str, dict[str, Any]]] = []
+
+        def write(self, data: bytes) -> int:
+            self.written += [(threading.current_thread().name, json.loads(line)) for line in data.splitlines()]
+            return len(data)
+
+        def flush(self) -> None:
+            pass
+
+    out = Out()
+    server = StdioServer(engine, served_tools(engine, profile="full"), out)  # type: ignore[arg-type]
+    calls = [("retriever_search", {"query_list": [Q], "top_k": 1}),
+             ("retriever_search", {"query_list": [Q] * (CHUNK + 1), "top_k": 1, "return_text": False}),
+             ("retriever_hybrid_search", {"query_list": [Q], "top_k": 1}),
+             ("no_such_tool", {})]
+
+    async def run() -> None:
+        for rid, (name, arguments) in enumerate(calls, 1):
+            await server.handle(json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                                            "params": {"name": name, "arguments": arguments}}).encode())
+            await asyncio.gather(*server.running.values())
+
+    asyncio.run(run())
+    assert [m["id"] for _, m in out.written] == [1, 2, 3, 4]
+    small, large, hybrid, refused = out.written
+    for _, answer in (small, large, hybrid):
+        assert not answer["result"]["isError"]
+        assert json.loads(answer["result"]["content"][0]["text"])["ret_ids"][0] == ["doc11"]
+    assert refused[1]["result"]["isError"]
+    where = {"compute": "retriever-compute", "loop": threading.current_thread().name}
+    assert searched[0].startswith(where["compute"]) and small[0].startswith(where["compute"]), (searched, small[0])
+    assert searched[2].startswith(where["compute"]) and hybrid[0].startswith(where["compute"])
+    assert not searched[1].startswith(where["compute"]) and large[0] == searched[1] != where["loop"]
+    assert refused[0] == where["loop"]
+
+
+def test_requests_from_a_file_are_answered(built_project: Path, tmp_path: Path) -> None:
+    """stdin a regular file, which the event loop cannot watch: it is read on a thread instead,
+    every request is answered (the last one without its newline too) and the server exits."""
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+        + "\n" + json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n"
+        + json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+    with requests.open("rb") as stdin:
+        done = subprocess.run([str(BIN / "retriever"), "serve", "--config", str(built_project)], stdin=stdin,
+                              capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [1, 2] and answers[1]["result"] == {}

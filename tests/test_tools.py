@@ -186,3 +186,21 @@ def test_the_model_and_faiss_run_on_one_compute_thread(built) -> None:
     built.search(["black holes"], top_k=1)
     built.search(["tides"], top_k=1)
     assert len(seen) == 1 and next(iter(seen)).startswith("retriever-compute")
+
+
+def test_work_sent_to_the_compute_thread_from_itself_runs_at_once() -> None:
+    """A small search runs on the compute thread (mcp/core.py); where it hands dense work over
+    (hybrid's `compute.submit`), that work runs there and then: waiting for the thread's next
+    turn would wait forever."""
+    import threading
+
+    from retriever import compute
+
+    got: list[tuple[int, str]] = []
+    nested = threading.Thread(target=lambda: got.append(compute.on_compute_thread(
+        lambda: compute.submit(lambda: (42, threading.current_thread().name)).result())), daemon=True)
+    nested.start()
+    nested.join(30)
+    assert got and got[0][0] == 42 and got[0][1].startswith("retriever-compute"), "the compute thread waits on itself"
+    failed = compute.on_compute_thread(lambda: compute.submit(lambda: 1 / 0))  # raised as the executor would
+    assert isinstance(failed.exception(), ZeroDivisionError)

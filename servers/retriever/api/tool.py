@@ -42,6 +42,7 @@ class Tool:
     ultrarag_inputs: str | None = None  # UltraRAG's own declaration of its tool's inputs (q_ls = query_list)
     cli: str | None = None  # the `retriever` command that runs the same call, if any
     output_schema: dict[str, Any] | None = None  # MCP structured output (the agent tools)
+    compute: bool = False  # a search on the encoder and the index: a small call runs on the compute thread
 
     @property
     def writes(self) -> bool:

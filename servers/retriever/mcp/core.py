@@ -15,17 +15,19 @@ import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import ValidationError
 
+from .. import compute
 from ..api.models import Request, argument_problems, unreadable_json
 from ..api.registry import selected
 from ..api.tool import Tool
 from ..api.ultrarag import adapt
 from ..errors import CancelledWork, RetrieverError
 from ..security.guard import FROM_CLIENT, for_client
-from ..security.limits import CANCEL
+from ..security.limits import CANCEL, CHUNK
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
@@ -75,21 +77,35 @@ def tool_function(name: str, model: type[Request], serve: Callable[[Request], Aw
     return tool
 
 
-async def serve_call(engine: Retriever, tool: Tool, request: Request) -> dict[str, Any]:
+async def serve_call(engine: Retriever, tool: Tool, request: Request,
+                     then: Callable[[dict[str, Any]], T] | None = None) -> Any:
     """One call: the web tools are coroutines; the rest block, so they run on a worker thread that
-    the request's cancellation stops (run)."""
+    the request's cancellation stops (run). A search of at most one chunk of queries runs on the
+    compute thread, where its encode and index search run (compute.py), instead of on a worker
+    that hands them over and waits; a larger one on a worker, so other calls' chunks take turns
+    with its own. `then(reply)`, if given, runs where the call ran (stdio writes the answer there,
+    without waking the event loop first) and its value is returned instead of the reply."""
     if engine.ultrarag:
         request = adapt(request, engine.config.index_backend)
     if inspect.iscoroutinefunction(tool.call):
         FROM_CLIENT.set(True)
-        return await tool.call(engine, request)
-    return await run(tool.name, tool.call, engine, request)
+        payload = await tool.call(engine, request)
+        return payload if then is None else then(payload)
+    small = tool.compute and _queries(request) <= CHUNK
+    call = tool.call if then is None else lambda *args: then(tool.call(*args))
+    return await run(tool.name, call, engine, request, executor=compute.executor() if small else None)
 
 
-async def run(name: str, fn: Callable[..., T], /, *args: Any) -> T:
-    """`fn(*args)` on a worker thread, as a client's call: paths, endpoints and settings are
-    checked (guard.py), and if the request is cancelled (the client gave up or went away) the work
-    stops at its next chunk of queries (limits.py) instead of running on unseen."""
+def _queries(request: Request) -> int:
+    """How many queries a search request holds (`query_list`, or the agent's `query`)."""
+    queries = getattr(request, "query_list", getattr(request, "query", None))
+    return 1 if isinstance(queries, str) else len(queries or ())
+
+
+async def run(name: str, fn: Callable[..., T], /, *args: Any, executor: Executor | None = None) -> T:
+    """`fn(*args)` on a worker thread (or `executor`'s), as a client's call: paths, endpoints and
+    settings are checked (guard.py), and if the request is cancelled (the client gave up or went
+    away) the work stops at its next chunk of queries (limits.py) instead of running on unseen."""
     event = threading.Event()
     ctx = contextvars.copy_context()
     ctx.run(CANCEL.set, event)
@@ -102,7 +118,7 @@ async def run(name: str, fn: Callable[..., T], /, *args: Any) -> T:
             log.info("%s: %s", name, e)
             raise
 
-    future = asyncio.get_running_loop().run_in_executor(None, ctx.run, work)
+    future = asyncio.get_running_loop().run_in_executor(executor, ctx.run, work)
     try:
         return await future
     except asyncio.CancelledError:

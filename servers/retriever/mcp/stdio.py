@@ -32,6 +32,7 @@ from ..api.models import Request
 from ..api.registry import instructions
 from ..api.replies import json_bytes, reply
 from ..api.tool import Tool
+from ..security.limits import CANCEL
 from . import definitions
 from .core import Gate, serve_call, tool_function
 
@@ -66,16 +67,19 @@ class StdioServer:
         self.calls: dict[str, TypeAdapter[Any]] = {}
         self.running: dict[Any, asyncio.Task[None]] = {}
         self.closed = False
+        self.writing = threading.Lock()  # a call's thread writes its answer itself (answered)
 
     def send(self, message: dict[str, Any]) -> None:
+        """Write one message (from the event loop, or from the thread a call ran on)."""
         if self.closed:
             return
-        text = json_bytes(message)
-        try:
-            self.out.write(text + b"\n")
-            self.out.flush()
-        except OSError:  # the client closed its end: nothing more can reach it
-            self.closed = True
+        text = json_bytes(message) + b"\n"
+        with self.writing:
+            try:
+                self.out.write(text)
+                self.out.flush()
+            except OSError:  # the client closed its end: nothing more can reach it
+                self.closed = True
 
     async def handle(self, line: bytes) -> None:
         """One line from the client: a request (answered, tools/call on its own task), a
@@ -143,37 +147,48 @@ class StdioServer:
     async def call(self, rid: Any, name: str, arguments: dict[str, Any]) -> None:
         before = self.gate.hidden()
         try:
-            self.send({"jsonrpc": "2.0", "id": rid, "result": await self.result(name, arguments)})
+            refused = await self.result(rid, name, arguments)
+            if refused is not None:
+                self.send({"jsonrpc": "2.0", "id": rid, "result": refused})
         except asyncio.CancelledError:  # notifications/cancelled: the client expects no answer
             pass
         finally:
             if self.gate.hidden() != before:
                 self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
-    async def result(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """MCP's tool result: the reply, or the refusal or failure as a tool error."""
+    async def result(self, rid: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        """Serve the call, whose thread writes its answer (None); or MCP's tool result of its
+        refusal or failure (a tool error) for the loop to write."""
         why = self.gate.refusal(name, arguments)
         if why is not None:
             return {"content": [{"type": "text", "text": why}], "isError": True}
         tool = self.gate.tools[name]  # the gate refused any other name
         try:
-            payload = await self._validator(tool).validate_python(arguments)
+            request = await self._validator(tool).validate_python(arguments)
+            return await serve_call(self.engine, tool, request, lambda payload: self.answered(rid, tool, payload))
         except Exception as e:
             return {"content": [{"type": "text", "text": self.gate.failure(name, e)}], "isError": True}
+
+    def answered(self, rid: Any, tool: Tool, payload: dict[str, Any]) -> None:
+        """Write a call's answer where the call ran: the client has it without waiting for the
+        event loop to wake (0.1 ms and more here). A call cancelled meanwhile gets none."""
+        cancel = CANCEL.get()
+        if cancel is not None and cancel.is_set():
+            return
         text, structured = reply(payload, tool.output_schema is not None)
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
         if structured is not None:
             result["structuredContent"] = structured
-        return result
+        self.send({"jsonrpc": "2.0", "id": rid, "result": result})
 
     def _validator(self, tool: Tool) -> TypeAdapter[Any]:
-        """The tool's function as a validator: its arguments are checked as FastMCP checks them
-        (the same signature, core.tool_function), then the call is served."""
+        """The tool's arguments checked as FastMCP checks them (the same signature,
+        core.tool_function) into its request."""
         if tool.name not in self.calls:
-            async def serve(request: Request) -> dict[str, Any]:
-                return await serve_call(self.engine, tool, request)
+            async def validated(request: Request) -> Request:
+                return request
 
-            self.calls[tool.name] = TypeAdapter(tool_function(tool.name, tool.request, serve))  # type: ignore[arg-type]
+            self.calls[tool.name] = TypeAdapter(tool_function(tool.name, tool.request, validated))  # type: ignore[arg-type]
         return self.calls[tool.name]
 
     async def serve(self, lines: asyncio.Queue[bytes | None]) -> None:
@@ -196,13 +211,35 @@ def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
 
 
+class Lines:
+    """Newline-delimited messages out of chunks of bytes as they arrive."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines `chunk` completes."""
+        lines, start = [], 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self.parts.append(chunk[start:end])
+            lines.append(b"".join(self.parts))
+            self.parts, start = [], end + 1
+        if start < len(chunk):
+            self.parts.append(chunk[start:])
+        return lines
+
+    def rest(self) -> list[bytes]:
+        """The last line, where the stream ended without its newline."""
+        return [b"".join(self.parts)] if self.parts else []
+
+
 def read_lines(fd: int) -> Iterator[bytes]:
     """The lines of file descriptor `fd` until its end (or an error reading it), read with os.read:
     sys.stdin's buffer would hold a lock while it waits, and a process forked meanwhile (OpenVINO's
     telemetry forks one from a thread at `import openvino`) inherits that lock held: its
     multiprocessing start-up closes sys.stdin and waits forever, keeping the client's pipes open
     after the client exits."""
-    parts: list[bytes] = []
+    lines = Lines()
     while True:
         try:
             chunk = os.read(fd, 1 << 16)
@@ -210,15 +247,8 @@ def read_lines(fd: int) -> Iterator[bytes]:
             break
         if not chunk:
             break
-        start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            parts.append(chunk[start:end])
-            yield b"".join(parts)
-            parts, start = [], end + 1
-        if start < len(chunk):
-            parts.append(chunk[start:])
-    if parts:
-        yield b"".join(parts)
+        yield from lines.feed(chunk)
+    yield from lines.rest()
 
 
 def refuse_requests(message: str) -> None:
@@ -237,6 +267,40 @@ def refuse_requests(message: str) -> None:
             os.write(1, json.dumps(_error(request["id"], INTERNAL_ERROR, message)).encode() + b"\n")
 
 
+def _read_on_loop(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]) -> bool:
+    """Read stdin on the event loop when it becomes readable (a pipe, a socket, a terminal): a
+    message then wakes the loop alone, not a reading thread that wakes the loop in turn (one
+    hand-off less per call). False where the loop cannot watch it (a regular file, /dev/null)."""
+    got = Lines()
+
+    def readable() -> None:
+        try:
+            chunk = os.read(0, 1 << 16)  # readable: returns what is there without waiting
+        except OSError:
+            chunk = b""
+        for line in got.feed(chunk) if chunk else [*got.rest(), None]:
+            lines.put_nowait(line)
+        if not chunk:
+            loop.remove_reader(0)
+
+    try:
+        loop.add_reader(0, readable)
+    except (OSError, ValueError, NotImplementedError):
+        return False
+    return True
+
+
+def _read_on_thread(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]) -> None:
+    def read() -> None:
+        try:
+            for line in read_lines(0):
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+        finally:
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+
+
 def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
     """Serve MCP on this process's stdin and stdout until the client closes stdin."""
     sys.stdout.flush()
@@ -246,17 +310,9 @@ def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
     server = StdioServer(engine, tools, out)
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
         lines: asyncio.Queue[bytes | None] = asyncio.Queue()
-
-        def read() -> None:
-            try:
-                for line in read_lines(0):
-                    loop.call_soon_threadsafe(lines.put_nowait, line)
-            finally:
-                loop.call_soon_threadsafe(lines.put_nowait, None)
-
-        threading.Thread(target=read, name="stdin", daemon=True).start()
+        if not _read_on_loop(asyncio.get_running_loop(), lines):
+            _read_on_thread(asyncio.get_running_loop(), lines)
         await server.serve(lines)
 
     try:
