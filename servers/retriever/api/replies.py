@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from json.encoder import encode_basestring
 from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_json
@@ -58,9 +57,11 @@ def fit(lists: list[list[Hit]], max_bytes: int, with_text: bool, with_meta: bool
 
 
 def _size(value: Any) -> int:
-    if isinstance(value, str):  # json.dumps(ensure_ascii=False) of a string, without its per-call set-up
-        return len(encode_basestring(value).encode("utf-8", "surrogatepass"))
-    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    """The bytes of `value` in the reply's JSON (json_bytes')."""
+    try:
+        return len(to_json(value))
+    except PydanticSerializationError:  # a lone surrogate: as json_bytes writes it then, escaped
+        return len(json.dumps(value))
 
 
 def json_bytes(value: Any) -> bytes:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic_core import from_json
 
 from ..errors import CorpusError
 from ..filters import Filter, field_types, matches
@@ -36,7 +37,10 @@ def parse_record(raw: bytes | str, row: int, where: str, images: Path | None = N
     """One JSONL line -> Document; `where` (file:line) goes into every error. With `images` (the
     folder image paths are relative to) the record is an image."""
     try:
-        rec = json.loads(raw)
+        try:
+            rec = from_json(raw)  # pydantic-core's parser: a SciFact line in a sixth of json.loads' time
+        except ValueError:  # not JSON (or a lone surrogate): json.loads says where, or reads it
+            rec = json.loads(raw)
     except json.JSONDecodeError as e:
         raise CorpusError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
     except UnicodeDecodeError as e:
