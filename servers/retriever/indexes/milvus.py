@@ -20,37 +20,22 @@ passage silently would change what the retriever returns.
 
 Lite and the 2.3.5 server differ in ways this module hides: `delete` returns a list of ids on
 Lite and a `delete_count` on the server (we count the matching rows first, so both report rows
-that existed). Where the collection's `info` (model, dimension) is kept: a Milvus server keeps
-collection properties; Milvus Lite's two engines differ (3.x keeps properties but not
-descriptions, the 2.5 C++ engine descriptions but not properties), so for Lite it lives in a JSON
-file beside the database, `<db>.info.json` (one process per Lite database writes it). A server older than 2.3 lacks upsert and count(*): it
-is refused at connect with a message that says so.
-
-Boolean expressions differ too (tests/test_milvus.py::test_portable_expressions runs the
-portable forms on both): Lite 3.2.2 refuses `in` / `not in` on a JSON path (`metadata["k"] in
-[1, 2]`: "left side of 'in' must be a field reference"; write `==` joined by `or`), and treats a
-missing or null JSON key as unknown, so `metadata["k"] != v` and `not (metadata["k"] == v)` skip
-rows without the key, where the 2.3.5 server keeps them; `(metadata["k"] != v or not (exists
-metadata["k"]))` means the same on both. `exists` on a null value: true on the server, false on
-Lite. Neither parses `null` literals.
+that existed); where the collection's `info` is kept differs too (milvus_info.py). A server
+older than 2.3 lacks upsert and count(*): it is refused at connect with a message that says so.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
 from ..config.milvus import NAME_PATTERN, MilvusFields  # noqa: F401  (re-exported)
 from ..errors import IndexMismatchError, InvalidInputError, RetrieverError
-from ..store.persist import atomic_write_text
-from .base import ANN_PARAMETERS
 from .milvus_client import (  # noqa: F401  (re-exported: the Milvus layer's public names)
     MilvusError,
     MilvusLiteLockedError,
@@ -63,6 +48,7 @@ from .milvus_client import (  # noqa: F401  (re-exported: the Milvus layer's pub
     validate_collection_name,
 )
 from .milvus_df import TermStats, counted
+from .milvus_info import CollectionInfo, check_rows
 from .milvus_sparse import FIELD as SPARSE_FIELD
 from .milvus_sparse import RECORD
 from .milvus_sparse import add_to as add_sparse
@@ -72,8 +58,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INFO_PROPERTY = "mcp_retriever.info"
-FORMAT_VERSION = 1
 MAX_TOP_K = 16384  # Milvus's limit on `limit` for a search
 STRONG = "Strong"
 CONSISTENCY_LEVELS = ("Strong", "Bounded", "Session", "Eventually")
@@ -86,7 +70,7 @@ def _chunks(n: int, size: int) -> Iterator[slice]:
         yield slice(start, min(n, start + size))
 
 
-class MilvusStore:
+class MilvusStore(CollectionInfo):
     """One Milvus collection: create, upsert, delete, search, count, get, info, drop."""
 
     def __init__(
@@ -201,56 +185,6 @@ class MilvusStore:
             self._stats.create()
         self._set_info(dimension, info)
 
-    def _set_info(self, dimension: int, info: dict[str, Any]) -> None:
-        payload = {**info, "dimension": dimension, "format_version": FORMAT_VERSION}
-        if _is_lite(self.uri):
-            self._lite_infos({self.collection: payload})
-            return
-        self._call("alter_collection_properties", self._client.alter_collection_properties, self.collection,
-                   properties={INFO_PROPERTY: json.dumps(payload, sort_keys=True)})
-
-    def _lite_infos(self, changes: dict[str, dict[str, Any] | None] | None = None) -> dict[str, Any]:
-        """Milvus Lite: every collection's info in `<db>.info.json`, with `changes` written first
-        (None drops a collection's entry)."""
-        path = Path(os.path.abspath(self.uri) + ".info.json")
-        try:
-            infos = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            infos = {}
-        if changes:
-            for name, payload in changes.items():
-                if payload is None:
-                    infos.pop(name, None)
-                else:
-                    infos[name] = payload
-            atomic_write_text(path, json.dumps(infos, indent=2, sort_keys=True))
-        return infos
-
-    def update_info(self, info: dict[str, Any]) -> None:
-        """Replace the stored info (the dimension is the collection's own)."""
-        self._set_info(self.dimension(), info)
-
-    def info(self) -> dict[str, Any] | None:
-        """What `create` stored (model, dimension, format version), or None when nothing was."""
-        if _is_lite(self.uri):
-            found = self._lite_infos().get(self.collection)
-            if isinstance(found, dict):
-                return found
-            # a collection made before the file (Lite 3.x kept it as a property), else nothing
-        desc = self._call("describe_collection", self._client.describe_collection, self.collection)
-        raw = (desc.get("properties") or {}).get(INFO_PROPERTY)
-        return json.loads(raw) if raw else None
-
-    def dimension(self) -> int:
-        desc = self._call("describe_collection", self._client.describe_collection, self.collection)
-        for field in desc["fields"]:
-            if field["name"] == self.fields.vector:
-                return int(field["params"]["dim"])
-        raise IndexMismatchError(
-            f"Milvus collection {self.collection!r} has no vector field {self.fields.vector!r}; "
-            "check vector_field_name"
-        )
-
     def drop(self) -> None:
         self._call("drop_collection", self._client.drop_collection, self.collection)
         self._loaded = False
@@ -270,7 +204,7 @@ class MilvusStore:
         frequencies of our terms wait for `count_terms()`. `sparse`: the rows' learned-sparse vectors
         (a collection made with a sparse model: milvus_sparse.py)."""
         ids, texts, metadatas = list(ids), list(texts), list(metadatas)
-        self._check_rows(ids, vectors, texts, metadatas)
+        check_rows(self.fields, ids, vectors, texts, metadatas)
         f, ft = self.fields, self.full_text
         vectors = np.asarray(vectors, dtype=np.float32)
         for part in _chunks(len(ids), self.chunk):
@@ -314,32 +248,6 @@ class MilvusStore:
         rows = self._read("query", self._client.query, self.collection, ids=list(ids) if ids is not None else None,
                           filter=expr or "", output_fields=[ft.terms_field])
         return counted([r[ft.terms_field] for r in rows], -1)
-
-    def _check_rows(self, ids: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
-                    metadatas: Sequence[dict[str, Any]]) -> None:
-        n = len(ids)
-        if getattr(vectors, "ndim", 0) != 2 or len(vectors) != n or len(texts) != n or len(metadatas) != n:
-            raise InvalidInputError(
-                f"upsert needs as many vectors (2-D), texts and metadatas as ids: {n} ids, "
-                f"{len(vectors)} vectors, {len(texts)} texts, {len(metadatas)} metadatas"
-            )
-        if len(set(ids)) != n:
-            dup = next(i for i in ids if list(ids).count(i) > 1)
-            raise InvalidInputError(f"upsert got the id {dup!r} twice in one call; pass each id once")
-        f = self.fields
-        for i, text, meta in zip(ids, texts, metadatas, strict=True):
-            if not isinstance(i, str) or not i or len(i.encode()) > f.id_max_length:
-                raise InvalidInputError(
-                    f"id {i!r}: ids must be non-empty strings of at most id_max_length={f.id_max_length} bytes"
-                )
-            if not isinstance(text, str) or len(text.encode()) > f.text_max_length:
-                size = len(text.encode()) if isinstance(text, str) else type(text).__name__
-                raise InvalidInputError(
-                    f"document {i!r}: text of {size} bytes exceeds text_max_length={f.text_max_length}; "
-                    "raise text_max_length (at most 65535) or split the document"
-                )
-            if not isinstance(meta, dict):
-                raise InvalidInputError(f"document {i!r}: metadata must be a dict, got {type(meta).__name__}")
 
     def delete(self, ids: Sequence[str] | None = None, expr: str | None = None) -> int:
         """Delete rows by id or by a Milvus boolean expression; returns how many existed."""
@@ -427,27 +335,6 @@ class MilvusStore:
             out[i] = [(d, abs(s), t, m) for d, s, t, m in hits]
         return out
 
-    def health(self, timeout: float) -> str | None:
-        """None when Milvus answers within `timeout` seconds and this collection is loaded (searchable);
-        else what is wrong, in words (for /readyz)."""
-        where = _display(self.uri)
-        try:
-            state = self._client.get_load_state(self.collection, timeout=timeout)["state"]
-        except Exception as e:
-            reason = " ".join(str(e).split())[:300]
-            return f"the Milvus at {where} does not answer ({type(e).__name__}: {reason})"
-        if state.name == "NotExist":
-            return f"the Milvus collection {self.collection!r} at {where} does not exist (index it first)"
-        if state.name != "Loaded":  # released (a restarted server, another client): load it again
-            self._loaded = False
-            try:
-                self._client.load_collection(self.collection, timeout=timeout)
-            except Exception as e:
-                reason = " ".join(str(e).split())[:300]
-                return f"the Milvus collection {self.collection!r} at {where} is not loaded (state {state.name}): {reason}"
-            self._loaded = True
-        return None
-
     def _hits(self, results: Any) -> list[list[Found]]:
         """(id, score, text, metadata) per hit. Lite keys a hit's id by the primary field's name;
         the 2.3.5 server's reply names no primary field, so pymilvus keys it "id"."""
@@ -459,21 +346,6 @@ class MilvusStore:
         ]
 
     # -- helpers -----------------------------------------------------------------------------
-
-    def _search_params(self, ann: dict[str, int] | None) -> dict[str, Any]:
-        if not ann:
-            return self.search_params
-        kind = str(self.index_params.get("index_type", "FLAT")).upper()
-        names = {"nprobe": ("nprobe", kind.startswith("IVF")), "efSearch": ("ef", kind.startswith("HNSW"))}
-        params = dict(self.search_params.get("params") or {})
-        for name, value in ann.items():
-            key, fits = names[name]
-            if not fits:
-                raise InvalidInputError(
-                    f"{ANN_PARAMETERS[name]}: this Milvus collection's index is {kind}, which has no such parameter; "
-                    "nprobe is for IVF_* indexes, ef_search for HNSW (index_params in parameter.yaml)")
-            params[key] = value
-        return {**self.search_params, "params": params}
 
     def _ids_expr(self, ids: Sequence[str]) -> str:
         return f"{self.fields.id} in {json.dumps(list(ids), ensure_ascii=False)}"

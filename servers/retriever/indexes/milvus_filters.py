@@ -1,4 +1,13 @@
-"""Filters (filters.py) translated to Milvus boolean expressions, with the same semantics."""
+"""Filters (filters.py) translated to Milvus boolean expressions, with the same semantics.
+
+Milvus Lite and a Milvus server read expressions differently
+(tests/test_milvus.py::test_portable_expressions runs the portable forms on both): Lite 3.2.2
+refuses `in` / `not in` on a JSON path (`metadata["k"] in [1, 2]`: "left side of 'in' must be a
+field reference"; write `==` joined by `or`), and treats a missing or null JSON key as unknown, so
+`metadata["k"] != v` and `not (metadata["k"] == v)` skip rows without the key, where the 2.3.5
+server keeps them; `(metadata["k"] != v or not (exists metadata["k"]))` means the same on both.
+`exists` on a null value: true on the server, false on Lite. Neither parses `null` literals.
+"""
 
 from __future__ import annotations
 
