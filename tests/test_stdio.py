@@ -267,6 +267,7 @@ def test_a_small_search_runs_and_answers_on_the_compute_thread(built_project: Pa
     calls = [("retriever_search", {"query_list": [Q], "top_k": 1}),
              ("retriever_search", {"query_list": [Q] * (CHUNK + 1), "top_k": 1, "return_text": False}),
              ("retriever_hybrid_search", {"query_list": [Q], "top_k": 1}),
+             ("search", {"query": Q, "top_k": 1, "mode": "dense"}),  # the agent's: one query as a string
              ("no_such_tool", {})]
 
     async def run() -> None:
@@ -276,15 +277,17 @@ def test_a_small_search_runs_and_answers_on_the_compute_thread(built_project: Pa
             await asyncio.gather(*server.running.values())
 
     asyncio.run(run())
-    assert [m["id"] for _, m in out.written] == [1, 2, 3, 4]
-    small, large, hybrid, refused = out.written
+    assert [m["id"] for _, m in out.written] == [1, 2, 3, 4, 5]
+    small, large, hybrid, agent, refused = out.written
     for _, answer in (small, large, hybrid):
         assert not answer["result"]["isError"]
         assert json.loads(answer["result"]["content"][0]["text"])["ret_ids"][0] == ["doc11"]
+    assert agent[1]["result"]["structuredContent"]["results"][0]["hits"][0]["id"] == "doc11"
     assert refused[1]["result"]["isError"]
     where = {"compute": "retriever-compute", "loop": threading.current_thread().name}
     assert searched[0].startswith(where["compute"]) and small[0].startswith(where["compute"]), (searched, small[0])
     assert searched[2].startswith(where["compute"]) and hybrid[0].startswith(where["compute"])
+    assert searched[3].startswith(where["compute"]) and agent[0].startswith(where["compute"])
     assert not searched[1].startswith(where["compute"]) and large[0] == searched[1] != where["loop"]
     assert refused[0] == where["loop"]
 
