@@ -69,7 +69,7 @@ def main() -> None:
     from fastmcp import FastMCP
     from retriever.api.calls import search
     from retriever.api.models import BM25SearchRequest
-    from retriever.api.replies import reply
+    from retriever.api.replies import TEXT_COPY_LIMIT, reply
     from retriever.mcp.server import build_server
 
     e = engine()
@@ -131,8 +131,8 @@ def main() -> None:
         "| --- | --- |",
         *[f"| {name} | {ms:.3f} ms |" for name, ms in parts.items()],
         "",
-        f"A top-10 reply's JSON text is {text_bytes:,} bytes; under 64 KiB it travels a second time as"
-        " structuredContent (api/replies.py).",
+        f"A top-10 reply's JSON text is {text_bytes:,} bytes; under {TEXT_COPY_LIMIT:,} bytes it would travel a second"
+        " time as structuredContent (api/replies.py).",
     ]
     write_section("mcp overhead", "\n".join(lines), args.out)
     print("\n".join(lines))

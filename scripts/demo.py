@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -35,9 +36,10 @@ async def main(config: Path) -> None:
         ]
         for tool, args in steps:
             result = await client.call_tool(tool, args)
-            print(f"{tool}: {result.structured_content}")
+            print(f"{tool}: {result.content[0].text}")
         for tool in ("retriever_search", "bm25_search", "retriever_hybrid_search"):
-            result = (await client.call_tool(tool, {"query_list": QUERIES, "top_k": 3})).structured_content
+            answer = await client.call_tool(tool, {"query_list": QUERIES, "top_k": 3})
+            result = json.loads(answer.content[0].text)  # every reply's JSON (structured content too when small)
             print(f"\n=== {tool} (top 3) ===")
             for query, ids, scores, texts in zip(QUERIES, result["ret_ids"], result["ret_scores"], result["ret_psg"]):
                 print(f"\nQ: {query}")

@@ -121,6 +121,18 @@ def test_large_replies_are_not_sent_twice(mcp_built: MCP) -> None:
     assert len(json.loads(result.content[0].text)["ret_psg"]) == 200
 
 
+def test_replies_over_4_kb_travel_once(mcp_built: MCP) -> None:
+    """The bound between the two: a reply of a few passages carries its JSON twice, one of
+    several KB of passages (a top-10 of long passages) once, as text."""
+    from retriever.api.replies import TEXT_COPY_LIMIT
+
+    small = mcp_built.call("retriever_search", {"query_list": Q, "top_k": 2})
+    medium = mcp_built.call("retriever_search", {"query_list": [Q] * 10, "top_k": 5})
+    assert len(small.content[0].text) <= TEXT_COPY_LIMIT == 4096 < len(medium.content[0].text) < 64 * 1024
+    assert small.structured_content == json.loads(small.content[0].text)
+    assert medium.structured_content is None and len(json.loads(medium.content[0].text)["ret_psg"]) == 10
+
+
 def test_embed_refuses_to_overwrite_unless_asked(mcp_built: MCP) -> None:
     assert "pass overwrite=true" in mcp_built.error("retriever_embed")
     assert "pass overwrite=true" in mcp_built.error("retriever_index")

@@ -2,8 +2,9 @@
 and the reply that carries them.
 
 Every reply's first text content is its JSON (UltraRAG's client reads `json.loads(content[0].text)`).
-A small reply (under `TEXT_COPY_LIMIT` bytes) also carries it as `structuredContent`; a large one
-only as text, so the payload never travels twice. The budget (`fit`) keeps each query's best hits,
+A small reply (under `TEXT_COPY_LIMIT` bytes: a status, ids and scores, a few short passages) also
+carries it as `structuredContent`; one with more passages only as text, so passages never travel
+twice (a tool with an output schema, the agent's, always sends structured content). The budget (`fit`) keeps each query's best hits,
 rank by rank across queries, while the reply fits `max_bytes`; a cut is always announced in the
 reply (`truncated`), with the offset to ask for the rest. `return_text=false` drops the passages.
 """
@@ -20,7 +21,7 @@ from ..config import ReplyConfig
 from ..search.results import regroup
 from ..types import Hit
 
-TEXT_COPY_LIMIT = 64 * 1024
+TEXT_COPY_LIMIT = 4 * 1024  # a top-10 SciFact reply (11 KB) travels once: 0.12 ms less a call over stdio
 HTTP_EVENT_BYTES = 900_000  # the stock client refuses an SSE event over 1 MiB; leave room for the envelope
 HIT_OVERHEAD = 48  # bytes of JSON per hit besides its text, id and metadata (score, separators, sources)
 
