@@ -216,3 +216,37 @@ def test_work_sent_to_the_compute_thread_from_itself_runs_at_once() -> None:
     assert got and got[0][0] == 42 and got[0][1].startswith("retriever-compute"), "the compute thread waits on itself"
     failed = compute.on_compute_thread(lambda: compute.submit(lambda: 1 / 0))  # raised as the executor would
     assert isinstance(failed.exception(), ZeroDivisionError)
+
+
+def test_a_whole_call_waiting_on_a_worker_that_needs_the_compute_thread_does_not_deadlock() -> None:
+    """A small search runs on the compute thread and may wait for a lock a worker holds while the
+    worker needs the compute thread (the agent's first opening of its collection loads the model
+    there; hybrid's calibration encodes there): the worker takes its work back and runs it."""
+    import threading
+
+    from retriever import compute
+
+    lock = threading.Lock()
+    lock.acquire()  # the worker's: opening the collection
+    waiting = threading.Event()
+
+    def search() -> str:  # on the compute thread, as serve_call runs a small search
+        waiting.set()
+        with lock:
+            return "searched"
+
+    call = compute.executor().submit(compute.whole(search))
+    assert waiting.wait(10)
+    done: list[str] = []
+
+    def worker() -> None:
+        done.append(compute.on_compute_thread(lambda: "model loaded"))  # needs the compute thread, holding the lock
+        done.append(compute.submit(lambda: "warm-up encoded").result())
+        lock.release()
+
+    opening = threading.Thread(target=worker, daemon=True)
+    opening.start()
+    opening.join(30)
+    assert done == ["model loaded", "warm-up encoded"], "the worker waits behind the call that waits for it"
+    assert call.result(timeout=30) == "searched"
+    assert compute.on_compute_thread(threading.current_thread).name.startswith("retriever-compute")  # still in service

@@ -5,9 +5,13 @@ arrive on changing worker threads, each brings its own team and they fight over 
 2 cores a one-query encode took 13 ms instead of 6.5 ms. Running that work on one thread keeps
 one team.
 
-A small search call runs on this thread from the start (mcp/core.py `serve_call`), not on a worker
-that hands its encode here and waits: each hand-off between threads costs about 0.1 ms on this
-machine's 2 virtual cores (bench/LEAN.md).
+A small search call runs on this thread from the start (mcp/core.py `serve_call`, through
+`whole`), not on a worker that hands its encode here and waits: each hand-off between threads
+costs about 0.1 ms on this machine's 2 virtual cores (bench/LEAN.md). Such a call may wait for a
+lock that a worker holds while that worker waits for this thread (the agent's first opening of
+its collection, hybrid's calibration): a worker whose work has not started after `PATIENCE`
+while a whole call holds the thread takes its work back and runs it itself, so neither waits
+forever.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 _NAME = "retriever-compute"
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=_NAME)
+_holding = threading.Event()  # set while a whole call runs on the compute thread
+PATIENCE = 0.1  # seconds a worker waits behind a whole call before it runs its work itself
 
 
 def executor() -> ThreadPoolExecutor:
@@ -32,22 +38,57 @@ def on_it() -> bool:
     return threading.current_thread().name.startswith(_NAME)
 
 
+def whole(fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn` as a whole call on the compute thread (run through `executor()`): while it runs, work
+    sent here by other threads may be taken back by them (see the module doc)."""
+    def call(*args: object) -> T:
+        _holding.set()
+        try:
+            return fn(*args)
+        finally:
+            _holding.clear()
+
+    return call
+
+
+class Pending(Generic[T]):
+    """Work sent to the compute thread; `result()` waits for it (or runs it, see the module doc)."""
+
+    def __init__(self, fn: Callable[..., T], args: tuple[object, ...]) -> None:
+        self._fn, self._args = fn, args
+        self._future: Future[T] = Future()
+        if not on_it():
+            self._future = _executor.submit(fn, *args)
+            return
+        try:  # on the compute thread itself: now (a later turn of this thread would wait forever)
+            self._future.set_result(fn(*args))
+        except BaseException as e:  # as the executor would: result() raises it
+            self._future.set_exception(e)
+
+    def result(self) -> T:
+        while True:
+            try:
+                return self._future.result(timeout=PATIENCE)
+            except TimeoutError:
+                if _holding.is_set() and self._future.cancel():  # not started, behind a whole call
+                    return self._fn(*self._args)
+
+    def exception(self) -> BaseException | None:
+        try:
+            self.result()
+        except BaseException as e:
+            return e
+        return None
+
+
 def on_compute_thread(fn: Callable[..., T], *args: object) -> T:
     """Run `fn(*args)` on the compute thread and wait for it (directly if already there)."""
     if on_it():
         return fn(*args)
-    return submit(fn, *args).result()
+    return Pending(fn, args).result()
 
 
-def submit(fn: Callable[..., T], *args: object) -> Future[T]:
+def submit(fn: Callable[..., T], *args: object) -> Pending[T]:
     """Start `fn(*args)` on the compute thread; the caller goes on (e.g. with BM25) meanwhile. On
-    the compute thread itself it runs now (waiting for a later turn of this thread would wait
-    forever) and the future it returns is done."""
-    if not on_it():
-        return _executor.submit(fn, *args)
-    done: Future[T] = Future()
-    try:
-        done.set_result(fn(*args))
-    except BaseException as e:  # as the executor would: the caller's result() raises it
-        done.set_exception(e)
-    return done
+    the compute thread itself it runs now."""
+    return Pending(fn, args)

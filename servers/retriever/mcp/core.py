@@ -91,9 +91,11 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request,
         FROM_CLIENT.set(True)
         payload = await tool.call(engine, request)
         return payload if then is None else then(payload)
-    small = tool.compute and _queries(request) <= CHUNK
     call = tool.call if then is None else lambda *args: then(tool.call(*args))
-    return await run(tool.name, call, engine, request, executor=compute.executor() if small else None)
+    # an LLM reranking waits seconds on a server elsewhere: not on the compute thread
+    if tool.compute and _queries(request) <= CHUNK and getattr(request, "llm_rerank", None) is None:
+        return await run(tool.name, compute.whole(call), engine, request, executor=compute.executor())
+    return await run(tool.name, call, engine, request)
 
 
 def _queries(request: Request) -> int:

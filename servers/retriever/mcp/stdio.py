@@ -78,7 +78,7 @@ class StdioServer:
             try:
                 self.out.write(text)
                 self.out.flush()
-            except OSError:  # the client closed its end: nothing more can reach it
+            except (OSError, ValueError):  # the client closed its end (or we did, at its end): nothing reaches it
                 self.closed = True
 
     async def handle(self, line: bytes) -> None:

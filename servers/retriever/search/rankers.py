@@ -101,8 +101,9 @@ class BM25:
 
 @dataclass(frozen=True)
 class Hybrid:
-    """Dense and BM25 at once (dense on the compute thread while BM25 runs on this one), each
-    `candidate_depth` deep, fused per query (fusion.py); each hit keeps its rank and score in both."""
+    """Dense and BM25 at once (dense on the compute thread while BM25 runs on this one; a small
+    call already on the compute thread runs them one after the other), each `candidate_depth` deep,
+    fused per query (fusion.py); each hit keeps its rank and score in both."""
 
     options: HybridConfig
     query_instruction: str | None = None
