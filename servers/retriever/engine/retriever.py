@@ -27,7 +27,7 @@ from ..errors import (
     NotYetSupportedError,
 )
 from ..filters import parse as parse_filter
-from ..indexes import View, backend_for, check_backend
+from ..indexes import View, check_backend
 from ..search import BM25, KINDS, Dense, Hybrid, Ranker, learned_sparse, run, stored
 from ..search.fanout import fanout
 from ..search.hybrid import hybrid_options
@@ -35,7 +35,7 @@ from ..search.rankers import kind, text_only
 from ..search.results import as_queries, check_top_k, pick, search_groups
 from ..security.guard import check_client_config, check_path
 from ..session import Session, open_session
-from ..store.catalog import collection_names, describe, recorded_corpus, remember_corpus
+from ..store.catalog import recorded_corpus, remember_corpus
 from ..store.collection import parse_documents
 from ..store.corpus import DocStore
 from ..store.embedfile import drop_finished_log, open_embeddings, write_embeddings
@@ -43,6 +43,7 @@ from ..store.locks import collection_lock
 from ..store.manifests import dense_manifest, runtime_record
 from ..store.persist import read_manifest
 from ..types import Document, Hit
+from .collections import Others, listed
 from .documents import documents_of, held_sparse_index
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,7 @@ class Retriever:
         self.ultrarag = False  # tool arguments read with UltraRAG's meanings (pipeline/ultrarag.py)
         self.session: Session | None = None
         self._write_lock = threading.Lock()  # one build at a time; searches never wait on it
-        self._others: dict[str, Session] = {}  # other collections opened by fan-out searches
-        self._others_lock = threading.Lock()
+        self._others = Others()  # other collections opened by fan-out searches and collection_name
 
     @classmethod
     def from_yaml(cls, path: str | Path = "parameter.yaml") -> Retriever:
@@ -83,7 +83,7 @@ class Retriever:
                 cfg = recorded_corpus(cfg)
             check_backend(cfg)
             self.session = open_session(cfg)
-            self._others = {}
+            self._others.clear()
             return self.status()
 
     def serve_read_only(self) -> None:
@@ -93,7 +93,7 @@ class Retriever:
             self.base_config = _read_only(self.base_config)
             if self.session is not None:
                 self.session = replace(self.session, config=_read_only(self.session.config))
-            self._others = {}
+            self._others.clear()
 
     def status(self) -> dict[str, Any]:
         s = self.session
@@ -299,12 +299,7 @@ class Retriever:
 
     def list_collections(self) -> dict[str, Any]:
         """Every collection of the configured store: its documents, model, dimension, indexes."""
-        cfg = self.config
-        held = backend_for(cfg)[0].describe(cfg)
-        if held is not None:
-            return {"collections": held}
-        return {"collections": [describe(cfg.model_copy(update={"collection_name": name}))
-                                for name in collection_names(cfg)]}
+        return {"collections": listed(self.config)}
 
     # ---- hybrid, multi-query, fan-out (search/) ----------------------------------------------
 
@@ -365,17 +360,7 @@ class Retriever:
         """The session of collection `name` ("" = the default): the current one, or one opened with
         the current settings and model (kept until the next retriever_init)."""
         s = self.need(tool)
-        if name == s.config.collection_name:
-            return s
-        with self._others_lock:
-            other = self._others.get(name)
-            if other is None or other.embedder is not s.embedder:
-                cfg = recorded_corpus(self.base_config.with_overrides({"collection_name": name}, self.base_dir))
-                held = backend_for(cfg)[0].describe(cfg)  # a backend's own collections (Milvus), else None
-                if name not in (collection_names(cfg) if held is None else [c["name"] for c in held]):
-                    raise IndexMissingError(f"no collection named {name!r}; retriever_list_collections lists them")
-                other = self._others[name] = open_session(cfg, s.embedder)
-            return other
+        return s if name == s.config.collection_name else self._others.session(self.base_config, self.base_dir, name, s)
 
     def fanout_search(self, query_list: str | Sequence[str], collections: Sequence[str], top_k: int | None = None,
                       mode: str = "hybrid", query_instruction: str | None = None, candidate_depth: int | None = None,
