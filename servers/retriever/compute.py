@@ -56,10 +56,10 @@ class Pending(Generic[T]):
 
     def __init__(self, fn: Callable[..., T], args: tuple[object, ...]) -> None:
         self._fn, self._args = fn, args
-        self._future: Future[T] = Future()
         if not on_it():
             self._future = _executor.submit(fn, *args)
             return
+        self._future = Future()
         try:  # on the compute thread itself: now (a later turn of this thread would wait forever)
             self._future.set_result(fn(*args))
         except BaseException as e:  # as the executor would: result() raises it
@@ -72,13 +72,6 @@ class Pending(Generic[T]):
             except TimeoutError:
                 if _holding.is_set() and self._future.cancel():  # not started, behind a whole call
                     return self._fn(*self._args)
-
-    def exception(self) -> BaseException | None:
-        try:
-            self.result()
-        except BaseException as e:
-            return e
-        return None
 
 
 def on_compute_thread(fn: Callable[..., T], *args: object) -> T:

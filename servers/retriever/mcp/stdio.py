@@ -32,7 +32,7 @@ from ..api.models import Request
 from ..api.registry import instructions
 from ..api.replies import json_bytes, reply
 from ..api.tool import Tool
-from ..security.limits import CANCEL
+from ..security.limits import cancelled
 from . import definitions
 from .core import Gate, serve_call, tool_function
 
@@ -161,25 +161,20 @@ class StdioServer:
         refusal or failure (a tool error) for the loop to write."""
         why = self.gate.refusal(name, arguments)
         if why is not None:
-            return {"content": [{"type": "text", "text": why}], "isError": True}
+            return _tool_result(why, True)
         tool = self.gate.tools[name]  # the gate refused any other name
         try:
             request = await self._validator(tool).validate_python(arguments)
             return await serve_call(self.engine, tool, request, lambda payload: self.answered(rid, tool, payload))
         except Exception as e:
-            return {"content": [{"type": "text", "text": self.gate.failure(name, e)}], "isError": True}
+            return _tool_result(self.gate.failure(name, e), True)
 
     def answered(self, rid: Any, tool: Tool, payload: dict[str, Any]) -> None:
         """Write a call's answer where the call ran: the client has it without waiting for the
         event loop to wake (0.1 ms and more here). A call cancelled meanwhile gets none."""
-        cancel = CANCEL.get()
-        if cancel is not None and cancel.is_set():
-            return
-        text, structured = reply(payload, tool.output_schema is not None)
-        result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
-        if structured is not None:
-            result["structuredContent"] = structured
-        self.send({"jsonrpc": "2.0", "id": rid, "result": result})
+        if not cancelled():
+            text, structured = reply(payload, tool.output_schema is not None)
+            self.send({"jsonrpc": "2.0", "id": rid, "result": _tool_result(text, structured=structured)})
 
     def _validator(self, tool: Tool) -> TypeAdapter[Any]:
         """The tool's arguments checked as FastMCP checks them (the same signature,
@@ -205,6 +200,14 @@ class StdioServer:
 
 def _valid_id(rid: Any) -> bool:
     return isinstance(rid, str) or isinstance(rid, int) and not isinstance(rid, bool)
+
+
+def _tool_result(text: str, error: bool = False, structured: dict[str, Any] | None = None) -> dict[str, Any]:
+    """MCP's tool result: the JSON (or the message) as text, and structured content where given."""
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": error}
+    if structured is not None:
+        result["structuredContent"] = structured
+    return result
 
 
 def _error(rid: Any, code: int, message: str) -> dict[str, Any]:

@@ -21,16 +21,20 @@ CHUNK = 128  # queries searched between two looks at the cancel event
 CANCEL: ContextVar[threading.Event | None] = ContextVar("retriever_cancel", default=None)
 
 
-def check_cancelled(done: int, total: int) -> None:
+def cancelled() -> bool:
+    """Whether the caller of this work cancelled it (or went away)."""
     event = CANCEL.get()
-    if event is not None and event.is_set():
+    return event is not None and event.is_set()
+
+
+def check_cancelled(done: int, total: int) -> None:
+    if cancelled():
         raise CancelledWork(f"cancelled by the caller after {done} of {total} queries")
 
 
 def check_cancel(what: str) -> None:
     """Stop `what` if the caller cancelled (or went away): the cancellation point of any long work."""
-    event = CANCEL.get()
-    if event is not None and event.is_set():
+    if cancelled():
         raise CancelledWork(f"cancelled by the caller during {what}")
 
 
