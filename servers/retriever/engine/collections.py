@@ -15,16 +15,21 @@ from ..session import Session, open_session
 from ..store.catalog import collection_names, describe, recorded_corpus
 
 
+def _held(cfg: Config) -> list[dict[str, Any]] | None:
+    """The collections a backend keeps itself (Milvus), described; None where they are folders here."""
+    return backend_for(cfg)[0].describe(cfg)
+
+
 def listed(cfg: Config) -> list[dict[str, Any]]:
     """Every collection of the configured store: its documents, model, dimension, indexes."""
-    held = backend_for(cfg)[0].describe(cfg)  # a backend's own collections (Milvus), else None
+    held = _held(cfg)
     if held is not None:
         return held
     return [describe(cfg.model_copy(update={"collection_name": name})) for name in collection_names(cfg)]
 
 
 def _exists(cfg: Config, name: str) -> bool:
-    held = backend_for(cfg)[0].describe(cfg)
+    held = _held(cfg)
     return name in (collection_names(cfg) if held is None else [c["name"] for c in held])
 
 
