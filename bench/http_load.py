@@ -1,11 +1,12 @@
-"""MCP over streamable HTTP with concurrent clients: does running a small search whole on the
-compute thread (mcp/core.py `serve_call`) cost throughput when many clients share one server?
-This tree's server against a baseline tree's (`--baseline DIR`, e.g. a `git worktree` of the commit
-before that change), each `retriever serve --transport http --init` on SciFact with the same venv,
-runtime and indexes; 1, 4 and 16 clients (FastMCP's client, one session each) send single-query
-retriever_search calls one after another. Variants and client counts interleaved over `--rounds`
-rounds, a fresh server each. Reports each round's throughput (calls/s) and median latency, and the
-median over rounds of this tree's throughput over the baseline's. Writes a section of bench/LEAN.md.
+"""MCP over streamable HTTP with concurrent clients: does running a small search whole on the compute
+thread (mcp/core.py `serve_call`) cost throughput when many clients share one server? This tree's
+server against a baseline tree's (`--baseline DIR`, e.g. a `git worktree` of the commit before that
+change: the whole trees are compared, so other changes since count too), each `retriever serve
+--transport http --init` on SciFact with the same venv, runtime and indexes; 1, 4 and 16 clients
+(FastMCP's client, one session each) send single-query retriever_search calls one after another.
+Variants and client counts interleaved over `--rounds` rounds, a fresh server each. Reports each
+round's throughput (calls/s) and median latency, and the median over rounds of this tree's
+throughput over the baseline's. Writes a section of bench/LEAN.md.
 
     git worktree add /tmp/base <commit>
     .venv/bin/python bench/http_load.py --baseline /tmp/base [--calls 240] [--clients 1 4 16] [--rounds 3]
@@ -36,8 +37,8 @@ LOG = ROOT / "bench" / "out" / "http_load.log"  # the last server's stderr
 
 def start(server_bin: Path, runtime: str, tree: Path | None) -> tuple[subprocess.Popen[bytes], str]:
     """`retriever serve --transport http --init` of `tree`'s code (None: this tree's), on loopback."""
-    env = dict(os.environ)
-    if tree is not None:  # ahead of the editable install's path entry
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if tree is not None:  # ahead of the editable install's path entry (a plain path in its .pth)
         env["PYTHONPATH"] = str(tree / "servers")
     port = free_port()
     LOG.parent.mkdir(parents=True, exist_ok=True)
@@ -58,6 +59,9 @@ async def load(url: str, queries: list[str], clients: int) -> dict[str, float]:
     async def one(share: list[str], lat: list[float]) -> None:
         async with Client(url, timeout=120) as c:
             await c.call_tool("retriever_search", {"query_list": [share[0]], "top_k": 10})  # warm the session
+            warmed.append(True)
+            if len(warmed) == clients:
+                ready.set()
             await ready.wait()
             for q in share:
                 t = time.perf_counter()
@@ -65,12 +69,11 @@ async def load(url: str, queries: list[str], clients: int) -> dict[str, float]:
                 lat.append(time.perf_counter() - t)
                 assert not r.is_error, r
 
-    ready = asyncio.Event()
+    ready, warmed = asyncio.Event(), list[bool]()
     lat: list[float] = []
     tasks = [asyncio.create_task(one(queries[i::clients], lat)) for i in range(clients)]
-    await asyncio.sleep(1.0)  # the sessions open and warm first
+    await ready.wait()  # every session open and warm: the clock starts
     t0 = time.perf_counter()
-    ready.set()
     await asyncio.gather(*tasks)
     wall = time.perf_counter() - t0
     return {"calls_s": len(lat) / wall, "median_ms": statistics.median(lat) * 1000}
@@ -123,9 +126,12 @@ def write(args: argparse.Namespace, head: str, base: str, runs: dict[tuple[str, 
     def rounds(name: str, clients: int, key: str, fmt: str) -> str:
         return " / ".join(format(x[key], fmt) for x in runs[(name, clients)])
 
+    between = subprocess.run(["git", "-C", str(ROOT), "rev-list", "--count", f"{base}..{head}"], capture_output=True,
+                             text=True, check=False).stdout.strip() or "?"
     lines = [f"`{' '.join(['.venv/bin/python bench/http_load.py', *sys.argv[1:]])}`: this tree ({head}) against "
-             f"{base}; runtime {args.runtime}, servers from `{venv(server_bin)}`; {args.calls} SciFact queries a "
-             f"run, shared by the clients, one query a call (retriever_search, top_k 10); a fresh server a run; "
+             f"{base}, the whole trees ({between} commits between them); runtime {args.runtime}, servers from "
+             f"`{venv(server_bin)}`; {args.calls} SciFact queries a run, shared by the clients, one query a call "
+             f"(retriever_search, top_k 10); a fresh server a run; "
              f"{args.rounds} rounds, the variants' order alternating.", "",
              f"| clients | calls/s, {head} (rounds) | calls/s, {base} (rounds) | {head} / {base}, median of rounds (their range) "
              f"| median latency ms, {head} | median latency ms, {base} |", "| --- | --- | --- | --- | --- | --- |"]

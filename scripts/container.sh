@@ -44,9 +44,10 @@ if ! buildah inspect --type image "$BASE" >/dev/null 2>&1; then
   buildah rm "$ctr" >/dev/null
 fi
 
-# No --layers: each step cached as an image would leave the 2 GB build stage behind at every build
-# (the source is copied in early, so a new commit misses that cache anyway). The image that held TAG
-# before is removed once the new one has it, so repeated builds do not fill the disk.
+# No --layers: each step cached as an image left the 2 GB build stage behind at every build. What it
+# saved was the torch install (the first step; every step after the source copy misses the cache on
+# a new commit anyway): now redone each build, from the local wheel. The image that held TAG before
+# is removed once the new one has it, so repeated builds do not fill the disk.
 previous=$(buildah images -q --no-trunc "$TAG" 2>/dev/null || true)
 args=(--isolation chroot -q -t "$TAG" --build-arg "BASE=$BASE")
 args+=(-v "$CA:/etc/ssl/certs/host-ca.crt:ro" --build-arg PIP_CERT=/etc/ssl/certs/host-ca.crt)
@@ -55,6 +56,6 @@ if [ -n "$WHEELS" ] && [ -d "$WHEELS" ]; then  # the CPU torch wheel lies here
 fi
 buildah bud "${args[@]}" . >&2
 if [ -n "$previous" ] && [ "$previous" != "$(buildah images -q --no-trunc "$TAG")" ]; then
-  buildah rmi "$previous" >/dev/null 2>&1 || echo "the previous $TAG ($previous) is still in use; kept" >&2
+  buildah rmi "$previous" >/dev/null 2>&1 || echo "the previous $TAG ($previous) could not be removed (in use, or named elsewhere); kept" >&2
 fi
 buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$TAG"
