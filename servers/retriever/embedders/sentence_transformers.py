@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -40,24 +41,40 @@ def native_bf16_cpu() -> bool:
 
 
 def precision_kwargs(precision: str, device: str, warnings: list[str]) -> dict[str, Any]:
-    if precision == "fp32":
-        return {}
+    """The weights' dtype, always named: left out, sentence-transformers loads a checkpoint in the
+    dtype it was saved in, so an fp16 checkpoint would run fp16 while the runtime says fp32."""
     import torch
 
+    if precision == "fp32":
+        return {_dtype_key(): torch.float32}
     if device == "cpu" and not native_bf16_cpu():
         warnings.append("precision bf16 on a CPU without AMX or AVX512-BF16 runs emulated, slower than fp32; "
                         "set backend_configs.sentence_transformers.precision: fp32")
         log.warning(warnings[-1])
-    return {"torch_dtype": torch.bfloat16}
+    return {_dtype_key(): torch.bfloat16}
+
+
+@cache
+def _dtype_key() -> str:
+    """transformers' name for the load dtype: `dtype` from 4.56 on (`torch_dtype` is deprecated
+    there, and logs so), `torch_dtype` before."""
+    from importlib.metadata import version
+
+    major, minor = (int(x) for x in version("transformers").split(".")[:2])
+    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
 def load_model(cfg: Config, device: str = "cpu", model_kwargs: dict[str, Any] | None = None) -> Any:
-    """The SentenceTransformer of the YAML's model (offline when it is a local folder)."""
+    """The SentenceTransformer of the YAML's model (offline when it is a local folder), in fp32
+    unless `model_kwargs` names another dtype."""
     from sentence_transformers import SentenceTransformer
+
+    if model_kwargs is None:
+        model_kwargs = precision_kwargs("fp32", device, [])
 
     st = cfg.backend_configs.sentence_transformers
     model = SentenceTransformer(cfg.resolved_model(), device=device, trust_remote_code=st.trust_remote_code,
-                                local_files_only=Path(cfg.resolved_model()).exists(), model_kwargs=model_kwargs or {})
+                                local_files_only=Path(cfg.resolved_model()).exists(), model_kwargs=model_kwargs)
     if st.max_seq_length is not None:
         model.max_seq_length = check_length(st.max_seq_length, model_positions(model))
     return model
