@@ -72,7 +72,13 @@ async def load(url: str, queries: list[str], clients: int) -> dict[str, float]:
     ready, warmed = asyncio.Event(), list[bool]()
     lat: list[float] = []
     tasks = [asyncio.create_task(one(queries[i::clients], lat)) for i in range(clients)]
-    await ready.wait()  # every session open and warm: the clock starts
+    waiting = asyncio.create_task(ready.wait())
+    await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)  # a client that failed to warm ends it
+    for task in tasks:
+        if task.done() and task.exception() is not None:
+            waiting.cancel()
+            raise task.exception()  # type: ignore[misc]
+    await waiting  # every session open and warm: the clock starts
     t0 = time.perf_counter()
     await asyncio.gather(*tasks)
     wall = time.perf_counter() - t0

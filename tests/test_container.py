@@ -6,6 +6,7 @@ then runs it with RETRIEVER_CONTAINER_TEST=1); `make test` leaves it out."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -41,9 +42,11 @@ BASE = os.environ.get("RETRIEVER_CONTAINER_BASE", "localhost/bookworm-python:3.1
 
 
 def _images(*names: str) -> set[str]:
-    """The ids of the images `names` name (every image, intermediate ones too, without names)."""
+    """The ids of the images `names` name (one not there: none), or of every image, intermediate
+    ones too, without names: that listing must succeed, or the clean-up would take images it
+    never made for its own."""
     listed = subprocess.run(["buildah", "images", "-q", "--no-trunc", *(names or ["-a"])], capture_output=True,
-                            text=True, check=False)
+                            text=True, check=not names)
     return set(listed.stdout.split())
 
 
@@ -57,7 +60,7 @@ def test_image_builds_and_serves(tmp_path: Path) -> None:
             if not left:
                 break
             for image in left:
-                subprocess.run(["buildah", "rmi", "-f", image], capture_output=True, check=False)
+                subprocess.run(["buildah", "rmi", image], capture_output=True, check=False)  # not -f: one in use stays
 
 
 def build_and_serve(tmp_path: Path, before: set[str]) -> None:
@@ -96,7 +99,8 @@ def build_and_serve(tmp_path: Path, before: set[str]) -> None:
         assert not info["torch"] and not info["imported"]
         assert info["telemetry"] == "DECLINED"  # OpenVINO's usage events: the image's user declined them
     finally:
-        os.killpg(proc.pid, 15)
+        with contextlib.suppress(ProcessLookupError):  # it may have exited already: the assert above says why
+            os.killpg(proc.pid, 15)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:

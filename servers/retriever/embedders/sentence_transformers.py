@@ -60,8 +60,9 @@ def _dtype_key() -> str:
     there, and logs so), `torch_dtype` before."""
     from importlib.metadata import version
 
-    major, minor = (int(x) for x in version("transformers").split(".")[:2])
-    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+    from packaging.version import Version
+
+    return "dtype" if Version(version("transformers")).release[:2] >= (4, 56) else "torch_dtype"
 
 
 def load_model(cfg: Config, device: str = "cpu", model_kwargs: dict[str, Any] | None = None) -> Any:

@@ -59,7 +59,10 @@ def _cross_encoder(path: str, max_length: int | None) -> Any:
         from sentence_transformers import CrossEncoder
     except ImportError as e:
         raise MissingDependencyError("sentence-transformers", "mcp-retriever[torch]") from e
-    return CrossEncoder(path, device="cpu", max_length=max_length, local_files_only=True)
+    from ..embedders.sentence_transformers import precision_kwargs
+
+    return CrossEncoder(path, device="cpu", max_length=max_length, local_files_only=True,
+                        model_kwargs=precision_kwargs("fp32", "cpu", []))  # not the checkpoint's own dtype
 
 
 @dataclass(frozen=True)
