@@ -23,16 +23,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "servers"))
 
+from report import SCIFACT  # noqa: E402
 from retriever.config import load_config  # noqa: E402
 from retriever.embedders import build_embedder  # noqa: E402
 
-CORPUS = ROOT / "data" / "scifact" / "corpus.jsonl"
-QUERIES = ROOT / "data" / "scifact" / "queries.jsonl"
 
-
-def texts(path: Path, n: int | None = None) -> list[str]:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [(r.get("title", "") + " " + r["text"]).strip() for r in rows[:n]]
+def texts(name: str, n: int | None = None) -> list[str]:
+    """The first `n` texts of SciFact's corpus or queries (a passage: title and text)."""
+    rows = [json.loads(line) for line in (SCIFACT / name).read_text().splitlines() if line.strip()]
+    return [" ".join(p for p in (r.get("title"), r.get("text")) if p) for r in rows[:n]]
 
 
 def embedder(model: str, gpu_ids: str | None, precision: str = "auto"):  # type: ignore[no-untyped-def]
@@ -43,13 +42,13 @@ def embedder(model: str, gpu_ids: str | None, precision: str = "auto"):  # type:
 
 
 def sample() -> tuple[list[str], list[str]]:
-    return texts(CORPUS, 256), texts(QUERIES, 64)
+    return texts("corpus.jsonl", 256), texts("queries.jsonl", 64)
 
 
 def reference(args: argparse.Namespace) -> None:
     e = embedder(args.model, None, "fp32")
-    passages, queries = sample()
-    np.savez(args.out, passages=e.encode_passages(passages), queries=e.encode_queries(queries, ""),
+    some, queries = sample()
+    np.savez(args.out, passages=e.encode_passages(some), queries=e.encode_queries(queries, ""),
              runtime=np.array(e.runtime))
 
 
@@ -63,8 +62,8 @@ def check(args: argparse.Namespace) -> None:
     import torch
 
     ref = np.load(args.reference)
-    passages, queries = sample()
-    corpus = texts(CORPUS)
+    some, queries = sample()
+    corpus = texts("corpus.jsonl")
     lines = [f"GPU: {torch.cuda.get_device_name(0)}, torch {torch.__version__}; the model `{args.model}` "
              f"(batch_size {load_config(ROOT / 'parameter.yaml').batch_size}); the reference vectors "
              f"`{args.reference}`, made on a CPU machine ({ref['runtime']}) by `bench/gpu_embed.py reference`.", "",
@@ -73,7 +72,7 @@ def check(args: argparse.Namespace) -> None:
              "| --- | --- | --- | --- | --- | --- |"]
     for precision in ("fp32", "bf16"):
         e = embedder(args.model, "0", precision)
-        p, q = e.encode_passages(passages), e.encode_queries(queries, "")
+        p, q = e.encode_passages(some), e.encode_queries(queries, "")
         rates = []
         for _ in range(3):
             torch.cuda.synchronize()
@@ -98,6 +97,8 @@ def main() -> None:
     parser.add_argument("--reference")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    if args.mode == "check" and not args.reference:
+        parser.error("check needs --reference (the file `reference` wrote)")
     reference(args) if args.mode == "reference" else check(args)
 
 

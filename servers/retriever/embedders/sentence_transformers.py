@@ -41,17 +41,21 @@ def native_bf16_cpu() -> bool:
 
 
 def precision_kwargs(precision: str, device: str, warnings: list[str]) -> dict[str, Any]:
-    """The weights' dtype, always named: left out, sentence-transformers loads a checkpoint in the
-    dtype it was saved in, so an fp16 checkpoint would run fp16 while the runtime says fp32."""
-    import torch
-
-    if precision == "fp32":
-        return {_dtype_key(): torch.float32}
-    if device == "cpu" and not native_bf16_cpu():
+    """`dtype_kwargs(precision)`, with a warning where bf16 runs emulated on this CPU."""
+    if precision != "fp32" and device == "cpu" and not native_bf16_cpu():
         warnings.append("precision bf16 on a CPU without AMX or AVX512-BF16 runs emulated, slower than fp32; "
                         "set backend_configs.sentence_transformers.precision: fp32")
         log.warning(warnings[-1])
-    return {_dtype_key(): torch.bfloat16}
+    return dtype_kwargs(precision)
+
+
+def dtype_kwargs(precision: str = "fp32") -> dict[str, Any]:
+    """The model_kwargs that load the weights in `precision` (fp32 | bf16), always named: left out,
+    sentence-transformers loads a checkpoint in the dtype it was saved in, so an fp16 checkpoint
+    would run fp16 while the runtime says fp32."""
+    import torch
+
+    return {_dtype_key(): {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]}
 
 
 @cache
@@ -71,7 +75,7 @@ def load_model(cfg: Config, device: str = "cpu", model_kwargs: dict[str, Any] | 
     from sentence_transformers import SentenceTransformer
 
     if model_kwargs is None:
-        model_kwargs = precision_kwargs("fp32", device, [])
+        model_kwargs = dtype_kwargs()
 
     st = cfg.backend_configs.sentence_transformers
     model = SentenceTransformer(cfg.resolved_model(), device=device, trust_remote_code=st.trust_remote_code,

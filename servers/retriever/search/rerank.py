@@ -59,10 +59,10 @@ def _cross_encoder(path: str, max_length: int | None) -> Any:
         from sentence_transformers import CrossEncoder
     except ImportError as e:
         raise MissingDependencyError("sentence-transformers", "mcp-retriever[torch]") from e
-    from ..embedders.sentence_transformers import precision_kwargs
+    from ..embedders.sentence_transformers import dtype_kwargs
 
     return CrossEncoder(path, device="cpu", max_length=max_length, local_files_only=True,
-                        model_kwargs=precision_kwargs("fp32", "cpu", []))  # not the checkpoint's own dtype
+                        model_kwargs=dtype_kwargs())  # not the checkpoint's own dtype
 
 
 @dataclass(frozen=True)
