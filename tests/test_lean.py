@@ -20,6 +20,7 @@ from retriever.errors import MissingDependencyError
 
 PY = sys.executable
 HEAVY = ("torch", "transformers", "sentence_transformers")
+LEFT_OUT = ("scipy", "numba", "openvino.tools.ovc")  # imported by bm25s and OpenVINO, used by neither (imports.py)
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT / "servers")}
 BF16 = frozenset({"avx2", "avx512f", "avx512_bf16", "avx512_vnni"})
 VNNI = frozenset({"avx2", "avx512f", "avx512_vnni"})
@@ -51,8 +52,9 @@ dense = e.search("black holes", top_k=1)[0][0].id
 hybrid = e.hybrid_search("black holes", top_k=1)[0][0].id
 bm25 = e.bm25_search("what is BM25?", top_k=1)[0][0].id
 print(json.dumps({"dense": dense, "hybrid": hybrid, "bm25": bm25, "runtime": e.embedder.runtime,
-                  "imported": [m for m in HEAVY if m in sys.modules]}))
-""".replace("HEAVY", repr(HEAVY))
+                  "imported": [m for m in HEAVY if m in sys.modules],
+                  "left_out": [m for m in LEFT_OUT if m in sys.modules]}))
+""".replace("HEAVY", repr(HEAVY)).replace("LEFT_OUT", repr(LEFT_OUT))
 
 
 def st(cache: Path, runtime: str, precision: str = "auto") -> dict[str, object]:
@@ -79,6 +81,7 @@ def test_each_lean_runtime_serves_without_torch(tmp_path: Path, cache: Path, run
     path = write_project(tmp_path / "p")
     got = json.loads(run(SERVE, str(path), json.dumps(st(cache, runtime, precision))))
     assert got["imported"] == [], f"{runtime} imported {got['imported']}"
+    assert got["left_out"] == [], f"{runtime} imported {got['left_out']}"
     assert got["runtime"].startswith(runtime)
     assert got["bm25"] == "doc15"
     if runtime != "static":  # the distilled model is weaker; its top hits are not asserted
