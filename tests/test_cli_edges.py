@@ -4,6 +4,7 @@ command, `--version`. In process (retriever.main.main), so the suite stays fast.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         code = cli.main(list(argv))
     except SystemExit as e:  # argparse's own exits (usage errors, --version, --help)
         code = int(e.code or 0)
+    assert gc.isenabled(), "the command left garbage collection off (memory.start_up)"
     out = capsys.readouterr()
     return code, out.out, out.err
 

@@ -196,7 +196,7 @@ def test_a_cancelled_call_gets_no_answer_and_its_work_stops(built_project: Path)
 
 
 STRAY = """
-import multiprocessing, os, sys, threading, time
+import gc, multiprocessing, os, sys, threading, time
 from retriever.main import main
 from retriever.mcp import stdio
 
@@ -206,6 +206,7 @@ def noisy(self, method, params):
     os.write(1, b"a native library's stray write\\n")
     if method == "tools/list":  # as OpenVINO's telemetry does at import: a process forked from a thread
         print("threads while serving:", sorted(t.name for t in threading.enumerate()), file=sys.stderr)
+        print("gc while serving: enabled", gc.isenabled(), "frozen", gc.get_freeze_count() > 0, file=sys.stderr)
         fork = lambda: multiprocessing.get_context("fork").Process(target=time.sleep, args=(0.1,)).start()
         threading.Thread(target=fork).start()
     return answer(self, method, params)
@@ -234,6 +235,8 @@ def test_stdout_is_the_protocols_alone_and_no_framework_is_imported(built_projec
     # the event loop reads the pipe itself: no thread waits on stdin to wake it (one hand-off less per call)
     serving = re.search(rb"threads while serving: (.*)", raw.stderr)
     assert serving and b"'stdin'" not in serving.group(1), serving
+    # collection was off while it started (memory.start_up) and is on while it serves, start-up's objects frozen
+    assert b"gc while serving: enabled True frozen True" in raw.stderr
 
 
 def test_a_small_search_runs_and_answers_on_the_compute_thread(built_project: Path) -> None:

@@ -10,25 +10,15 @@ import logging
 import sys
 from pathlib import Path
 
-from .cli import (
-    _positive,
-    _retriever,
-    _ultrarag_engine,
-    cmd_add,
-    cmd_compare,
-    cmd_delete,
-    cmd_eval,
-    cmd_index,
-    cmd_search,
-)
 from .errors import RetrieverError
-from .search.rankers import MODES
 
 log = logging.getLogger("retriever")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from .cli import _retriever, _ultrarag_engine
     from .mcp.core import served_tools
+    from .memory import started
 
     try:
         engine = _ultrarag_engine(args) if args.ultrarag else _retriever(args)
@@ -38,6 +28,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         profile, include, exclude = parse_tools(args.tools)
         tools = served_tools(engine, read_only=True if args.read_only else None, ultrarag=args.ultrarag,
                              profile=profile, include=include, exclude=exclude)
+        started()  # garbage collection back on, start-up's objects frozen (memory.py)
     except (RetrieverError, ValueError, OSError) as e:
         if args.transport == "stdio":  # the client sees why, not only "Connection closed"; then exit 2
             from .mcp.stdio import refuse_requests
@@ -93,6 +84,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     from .service import build_app
 
     reuse_batch_memory()
+    from .cli import _retriever
+
     engine = _retriever(args)
     engine.shared = True  # one session serves every client
     mcp_app = None
@@ -154,6 +147,9 @@ def _version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
+    from .cli import _positive, cmd_add, cmd_compare, cmd_delete, cmd_eval, cmd_index, cmd_search
+    from .search.rankers import MODES
+
     p = argparse.ArgumentParser(prog="retriever", description="MCP retrieval server: dense + BM25 search")
     p.add_argument("--log-level", default="INFO", help="log level on stderr (default INFO)")
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
@@ -253,15 +249,22 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .memory import bound_malloc
+    from .memory import bound_malloc, start_up
 
     bound_malloc()
-    from .logs import setup_logging
+    with start_up():  # no garbage collection while the libraries import (memory.py)
+        from .logs import setup_logging
 
-    args = parser().parse_args(argv)
-    setup_logging(args.log_level)
+        args = parser().parse_args(argv)
+        setup_logging(args.log_level)
+        if args.fn is cmd_serve:  # on until the server has loaded: it calls memory.started()
+            return _run(args)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
-        return args.fn(args)
+        return int(args.fn(args))
     except (RetrieverError, ValueError, OSError) as e:
         print(f"retriever {args.command}: error: {e}", file=sys.stderr)
         return 2
