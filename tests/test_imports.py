@@ -65,3 +65,22 @@ import scipy.sparse, openvino.tools.ovc
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(ROOT / "servers")}).stdout.strip()
     assert out == "0 [] True"
+
+
+HALFWAY = """
+import sys, threading, time
+from retriever.imports import lean_import
+threading.Thread(target=lean_import, args=("slow_library",)).start()
+while "slow_library" not in sys.modules:  # the other thread is running its module body
+    time.sleep(0.001)
+print(lean_import("slow_library").DONE)
+"""
+
+
+def test_a_library_another_thread_is_importing_is_returned_whole(tmp_path: Path) -> None:
+    """lean_import waits for an import under way in another thread, as `import` does, instead of
+    returning the half-run module."""
+    (tmp_path / "slow_library.py").write_text("import time\ntime.sleep(0.5)\nDONE = 'whole'\n")
+    out = subprocess.run([sys.executable, "-c", HALFWAY], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PYTHONPATH": f"{tmp_path}:{ROOT / 'servers'}"})
+    assert out.stdout.strip() == "whole", out.stderr[-2000:]

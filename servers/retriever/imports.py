@@ -7,10 +7,14 @@ touches: each costs the start-up of every process that loads an index or a model
 - OpenVINO imports its model converter (`openvino.tools.ovc`, for `convert_model`) at
   `import openvino`: about as long again. The export is read with `Core.read_model` instead.
 
-The modules are left out for the importing thread only (a finder that refuses them while that
-thread imports the library), so another thread importing one of them meanwhile is unaffected;
-afterwards they import as usual, and the library finds them missing only for the options above.
-A library already imported is returned as it is."""
+The modules are left out for the importing thread only: while it imports the library, a finder
+refuses them to any import in that thread (the library's own, or one of a package it pulls in),
+so another thread importing one of them meanwhile is unaffected; afterwards they import as usual.
+A library already imported is returned as it is.
+
+Leaving out `openvino.tools.ovc` also leaves out OpenVINO's telemetry, which only that package
+starts (it forked a process from a thread at `import openvino`: mcp/stdio.py still guards against
+such forks)."""
 
 from __future__ import annotations
 
@@ -38,11 +42,15 @@ class _LeftOut(importlib.abc.MetaPathFinder):
 
     def importing(self, name: str) -> ModuleType:
         me = threading.get_ident()
-        self._by_thread[me] = LEFT_OUT.get(name, ())
+        before = self._by_thread.get(me, ())
+        self._by_thread[me] = before + LEFT_OUT.get(name, ())
         try:
             return importlib.import_module(name)
         finally:
-            del self._by_thread[me]
+            if before:
+                self._by_thread[me] = before
+            else:
+                del self._by_thread[me]
 
 
 _finder = _LeftOut()
@@ -50,9 +58,9 @@ sys.meta_path.insert(0, _finder)
 
 
 def lean_import(name: str) -> ModuleType:
-    """`import name` (bm25s, openvino) without the modules LEFT_OUT names for it."""
-    module = sys.modules.get(name)
-    return module if module is not None else _finder.importing(name)
+    """`import name` (bm25s, openvino) without the modules LEFT_OUT names for it. Imported already
+    (or being imported by another thread: import_module waits for it), it is returned as it is."""
+    return importlib.import_module(name) if name in sys.modules else _finder.importing(name)
 
 
 __all__ = ["LEFT_OUT", "lean_import"]

@@ -239,7 +239,8 @@ class Lines:
 def read_lines(fd: int) -> Iterator[bytes]:
     """The lines of file descriptor `fd` until its end (or an error reading it), read with os.read:
     sys.stdin's buffer would hold a lock while it waits, and a process forked meanwhile (OpenVINO's
-    telemetry forks one from a thread at `import openvino`) inherits that lock held: its
+    telemetry forked one from a thread at `import openvino`, before imports.py left its converter,
+    which starts it, out; a library may still) inherits that lock held: its
     multiprocessing start-up closes sys.stdin and waits forever, keeping the client's pipes open
     after the client exits."""
     lines = Lines()
