@@ -11,7 +11,9 @@ Python's cyclic garbage collector runs over and over while a program imports its
 loads its indexes, finding nothing to free: `serve --init` spent about 0.1 s of its start in
 collections. `start_up()` turns it off until the command runs (or, for `serve`, until its
 indexes are loaded: `started()`, which also freezes what start-up made, so later collections
-never walk it again).
+never walk it again). The cyclic garbage start-up left is frozen with it, once: a full collection
+at that point found 1,213 unreachable objects (SciFact, onnx and OpenVINO) and took 77 to 89 ms,
+most of what not collecting saved, so it is not run.
 """
 
 from __future__ import annotations
