@@ -6,7 +6,7 @@ hybrid nDCG@10 with the default parameter.yaml otherwise; single-query encode la
 token lengths (128 / 256 / 512, and long passages split into windows, mean- or max-pooled) on
 the fastest variant, and the static (model2vec) model. Writes a section of bench/RESULTS.md.
 
-    .venv/bin/python bench/embed_bench.py [--out bench/RESULTS.md] [--only torch-fp32,static]
+    .venv/bin/python bench/embed_bench.py [--out bench/RESULTS.md] [--only torch-fp32,static [--section NAME]]
 
 The machine may be shared: compare rows of one run (ratios), not across runs.
 """
@@ -132,6 +132,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "RESULTS.md")
     ap.add_argument("--only", default="", help="comma-separated variant names (for a quick look; no report)")
+    ap.add_argument("--section", default="", help="with --only: write those variants' table as a section of "
+                    "its own, under this name (no token lengths)")
     ap.add_argument("--overhead", type=int, default=0, metavar="N",
                     help="only: retriever_embed through an MCP client against plain encode, on N passages")
     ap.add_argument("--static-hybrid", action="store_true",
@@ -153,7 +155,7 @@ def main() -> None:
     base_vectors = texts = ids = None
     plain_s = None
     for name, st in VARIANTS:
-        if args.only and name.split(" (")[0] not in args.only.split(","):
+        if args.only and folder_of(name).name not in args.only.split(","):  # torch-fp32, static, ...
             continue
         t = time.perf_counter()
         e = engine(folder_of(name), st)
@@ -184,6 +186,10 @@ def main() -> None:
                      "p50": p50, "p95": p95, "dimension": e.embedder.dimension})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     if args.only:
+        if args.section:
+            heading = f"Embedding runtimes, {args.section} (`bench/embed_bench.py --only {args.only} --section ...`)"
+            write_section(f"embed_bench: {args.section}", section(rows, [], len(texts or []), plain_s, heading),
+                          args.out)
         return
     tokens = token_lengths(qids, qtexts, qrels, texts, ids)
     write_section("embed_bench", section(rows, tokens, len(texts), plain_s), args.out)
@@ -290,14 +296,15 @@ def static_hybrid() -> str:
     return "\n".join(lines)
 
 
-def section(rows: list[dict], tokens: list[dict], n: int, plain_s: float | None) -> str:
+def section(rows: list[dict], tokens: list[dict], n: int, plain_s: float | None,
+            heading: str = "Embedding runtimes (`bench/embed_bench.py`, issue 18)") -> str:
     from retriever.embedders.runtime import bf16_flag, cpu_flags, vnni_flag
 
     flags = cpu_flags()
     vector = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
               if f in flags]
     lines = [
-        "## Embedding runtimes (`bench/embed_bench.py`, issue 18)",
+        f"## {heading}",
         "",
         f"Measured {time.strftime('%Y-%m-%d')} in one run on {platform.machine()}, {len(__import__('os').sched_getaffinity(0))} "
         f"cores, CPU flags: {', '.join(vector)} (native bf16: {bf16_flag(flags) or 'no'}, VNNI: {vnni_flag(flags) or 'no'}). "
