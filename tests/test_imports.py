@@ -33,10 +33,11 @@ CHECK = '''
 import sys
 from retriever import imports
 imports.LEFT_OUT["a_library"] = ("optional_part",)
-lib = imports.lean_import("a_library")
+import a_library as lib
 print(lib.HAVE_OPTIONAL, lib.seen["other thread"], "optional_part" in sys.modules)
 import optional_part
-print(imports.lean_import("a_library") is lib)
+import a_library
+print(a_library is lib)
 '''
 
 
@@ -46,7 +47,7 @@ def test_left_out_for_the_importing_thread_only(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, check=True, cwd=tmp_path,
                          env={"PYTHONPATH": f"{tmp_path}:{ROOT / 'servers'}"}).stdout.split("\n")
     # the library found it missing; the other thread imported it (so it is in sys.modules after);
-    # imported afterwards as usual; a second lean_import returns the same module
+    # imported afterwards as usual; a second import returns the same module
     assert out[:2] == ["False imported True", "True"]
 
 
@@ -54,8 +55,8 @@ def test_bm25s_and_openvino_without_scipy_numba_or_the_converter() -> None:
     """bm25s builds and searches on numpy without scipy or numba; OpenVINO runs without ovc."""
     script = '''
 import sys
-from retriever.imports import lean_import
-bm25s, ov = lean_import("bm25s"), lean_import("openvino")
+import retriever
+import bm25s, openvino as ov
 retriever = bm25s.BM25()
 retriever.index(bm25s.tokenize(["a cat sat", "a dog ran", "cats and dogs"], show_progress=False), show_progress=False)
 docs, _ = retriever.retrieve(bm25s.tokenize(["cat"], show_progress=False), k=1, show_progress=False)
@@ -69,16 +70,18 @@ import scipy.sparse, openvino.tools.ovc
 
 HALFWAY = """
 import sys, threading, time
-from retriever.imports import lean_import
-threading.Thread(target=lean_import, args=("slow_library",)).start()
+import importlib, retriever
+imports_it = lambda: importlib.import_module("slow_library")
+threading.Thread(target=imports_it).start()
 while "slow_library" not in sys.modules:  # the other thread is running its module body
     time.sleep(0.001)
-print(lean_import("slow_library").DONE)
+import slow_library
+print(slow_library.DONE)
 """
 
 
 def test_a_library_another_thread_is_importing_is_returned_whole(tmp_path: Path) -> None:
-    """lean_import waits for an import under way in another thread, as `import` does, instead of
+    """A second import waits for an import under way in another thread, as `import` does, instead of
     returning the half-run module."""
     (tmp_path / "slow_library.py").write_text("import time\ntime.sleep(0.5)\nDONE = 'whole'\n")
     out = subprocess.run([sys.executable, "-c", HALFWAY], capture_output=True, text=True, cwd=tmp_path,

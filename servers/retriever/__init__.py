@@ -9,6 +9,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from . import imports  # noqa: F401 - bm25s and OpenVINO import without what we never use (imports.py)
+
 if TYPE_CHECKING:
     from .config import Config, load_config
     from .engine.retriever import Retriever

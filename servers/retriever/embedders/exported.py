@@ -22,7 +22,6 @@ import numpy as np
 
 from ..config import Config
 from ..errors import ConfigError, MissingDependencyError
-from ..imports import lean_import
 from .cache import cached, model_folder
 from .local import LocalEmbedder, check_length, folder_prompts
 from .runtime import Choice, extra, missing
@@ -124,7 +123,7 @@ def openvino_ir(fp32: Path, name: str) -> Path:
     passages): half the memory and disk of the ONNX graph, loaded without the ONNX reader. Made
     from the export by OpenVINO alone (no torch), once, beside it."""
     def make(tmp: Path) -> None:
-        ov = lean_import("openvino")
+        import openvino as ov
 
         ov.save_model(ov.Core().read_model(str(fp32 / "model.onnx")), str(tmp / "model.xml"), compress_to_fp16=True)
 
@@ -150,7 +149,7 @@ class OnnxSession:
 
 class OpenVinoSession:
     def __init__(self, path: Path, precision: str, cache: Path) -> None:
-        ov = lean_import("openvino")
+        import openvino as ov
 
         core = ov.Core()
         if os.access(cache if cache.exists() else cache.parent, os.W_OK):  # a read-only export compiles each start

@@ -31,7 +31,6 @@ import numpy as np
 
 from ..config import BM25Config
 from ..errors import IndexMismatchError, MissingDependencyError
-from ..imports import lean_import
 from ..store.persist import publish, read_manifest
 from .topk import top_k
 
@@ -60,7 +59,6 @@ def tokenizer_name(cfg: BM25Config) -> str:
 def make_tokenizer(cfg: BM25Config) -> Any:
     """default: bm25s's word splitter (English: stopwords and Snowball stemming); jieba: Chinese
     words; character: every letter or CJK character a term. zh uses Chinese stopwords."""
-    lean_import("bm25s")
     from bm25s.tokenization import Tokenizer
 
     name = tokenizer_name(cfg)
@@ -146,7 +144,7 @@ class BM25Index:
     def build(cls, texts: Iterable[str], cfg: BM25Config, show_progress: bool = True,
               rows: np.ndarray | None = None) -> BM25Index:
         """Index `texts`; `rows` names the collection row of each (default: 0, 1, 2...)."""
-        bm25s = lean_import("bm25s")
+        import bm25s
 
         tokenizer = make_tokenizer(cfg)
         ids = CompactIds.tokenize(tokenizer, texts)
@@ -206,7 +204,7 @@ class BM25Index:
 
     @classmethod
     def load(cls, folder: Path, cfg: BM25Config) -> BM25Index | None:
-        bm25s = lean_import("bm25s")
+        import bm25s
 
         manifest = read_manifest(folder)
         if manifest is None:

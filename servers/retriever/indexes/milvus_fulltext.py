@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IndexMismatchError
-from ..imports import lean_import
 from .milvus_client import MilvusError, MilvusVersionError, _display, _pymilvus
 
 if TYPE_CHECKING:
@@ -108,7 +107,6 @@ def full_text_of(cfg: BM25Config, sparse_field: str, terms_field: str | None = N
     if tokenizer == "character":
         raise InvalidInputError("index_backend_configs.milvus.full_text: Milvus has no per-character analyzer; set "
                                 "backend_configs.bm25.tokenizer to auto, default or jieba")
-    lean_import("bm25s")
     if cfg.lang == "zh":
         from bm25s.stopwords import STOPWORDS_CHINESE
 
