@@ -8,7 +8,10 @@ nDCG@10 through each runtime. Medians throughout. Writes bench/LEAN.md.
         [--server-python .cache/lean-venv/bin/python] [--section NAME]
 
 The framework's floor beside ours: a bare FastMCP server with one trivial tool, over the same
-stdio client, started and called the same way (start to first answer, one call's round trip).
+stdio client, started and called the same way (start to first answer, one call's round trip);
+and a server that does nothing (it answers every call at once with one of bm25_search's replies),
+called with both clients: what the pipes and the two ends' handling of a reply cost, whatever the
+server.
 `--server-python` runs the servers (ours through that venv's `retriever`, and the floor) from
 another venv, e.g. a serving install without torch (`pip install '.[openvino,onnx]'`); the indexes
 and the raw library calls stay with this venv.
@@ -29,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +137,63 @@ async def floor(calls: int) -> dict[str, Any]:
                 lat.append(time.perf_counter() - t)
             res["call_ms"] = statistics.median(lat) * 1000 if lat else float("nan")
     return res
+
+
+CANNED = r"""
+import json, os, sys
+result = json.loads(sys.argv[1])  # one tools/call result, sent back for every call at once
+tools = [{"name": "bm25_search", "inputSchema": {"type": "object"}}]
+buffered = b""
+while chunk := os.read(0, 1 << 16):
+    buffered += chunk
+    while b"\n" in buffered:
+        line, buffered = buffered.split(b"\n", 1)
+        message = json.loads(line)
+        if "id" not in message:
+            continue
+        method = message["method"]
+        answer = ({"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                   "serverInfo": {"name": "canned", "version": "1"}} if method == "initialize"
+                  else {"tools": tools} if method == "tools/list" else result)
+        os.write(1, json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": answer}).encode() + b"\n")
+"""
+
+
+async def canned_sdk(result: dict[str, Any], queries: list[str]) -> float:
+    """The median round trip, with the SDK's client, of a server that does nothing: it answers
+    every call at once with `result` (one of bm25_search's replies), so what remains is the pipes
+    and both ends' handling of the message."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=str(SERVER_BIN / "python"), args=["-c", CANNED, json.dumps(result)],
+                                   cwd=str(ROOT))
+    with open(os.devnull, "w") as devnull:
+        async with stdio_client(params, errlog=devnull) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            await s.list_tools()  # as a client does; else the SDK's client asks at the first call
+            lat = []
+            for q in queries:
+                t = time.perf_counter()
+                await s.call_tool("bm25_search", {"query_list": [q], "top_k": 10})
+                lat.append(time.perf_counter() - t)
+    return statistics.median(lat) * 1000
+
+
+def canned_bare(result: dict[str, Any], queries: list[str]) -> float:
+    """The same server that does nothing, with the bare JSON-RPC client."""
+    proc = subprocess.Popen([str(SERVER_BIN / "python"), "-c", CANNED, json.dumps(result)], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    ask = bare_client(proc)
+    lat = []
+    for q in queries:
+        t = time.perf_counter()
+        ask("tools/call", {"name": "bm25_search", "arguments": {"query_list": [q], "top_k": 10}})
+        lat.append(time.perf_counter() - t)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait()
+    return statistics.median(lat) * 1000
 
 
 def server_bin(runtime: str) -> Path:
@@ -292,6 +353,32 @@ def bare(runtime: str, queries: list[str], raw: Raw) -> dict[str, float]:
     proc = subprocess.Popen([str(server_bin(runtime) / "retriever"), "--log-level", "WARNING", "serve", "--init", "--tools",
                              "full", *sets(runtime)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
+    ask = bare_client(proc)
+    out: dict[str, float] = {}
+    for tool, call in RAW_CALL.items():
+        first = ask("tools/call", {"name": tool, "arguments": {"query_list": [queries[0]], "top_k": 10}})
+        if tool == "bm25_search":
+            REPLY["bm25_search"] = first["result"]  # the reply the server that does nothing sends back
+        lat, raws = [], []
+        for q in queries:
+            raws.append(raw(call, q))
+            t = time.perf_counter()
+            r = ask("tools/call", {"name": tool, "arguments": {"query_list": [q], "top_k": 10}})
+            lat.append(time.perf_counter() - t)
+            assert not r["result"]["isError"], r
+        out[f"{tool}_ms"], out[f"{tool}_raw_ms"] = statistics.median(lat) * 1000, statistics.median(raws) * 1000
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait()
+    return out
+
+
+REPLY: dict[str, dict[str, Any]] = {}  # one bm25_search result, as the bare client received it
+
+
+def bare_client(proc: subprocess.Popen[bytes]) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    """`ask(method, params)` -> the response, over `proc`'s pipes as newline-delimited JSON-RPC,
+    after the `initialize` handshake."""
     assert proc.stdin is not None and proc.stdout is not None
     send, receive = proc.stdin, proc.stdout
     ids = iter(range(1, 1 << 30))
@@ -305,20 +392,7 @@ def bare(runtime: str, queries: list[str], raw: Raw) -> dict[str, float]:
         return dict(message)
 
     ask("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
-    out: dict[str, float] = {}
-    for tool, call in RAW_CALL.items():
-        ask("tools/call", {"name": tool, "arguments": {"query_list": [queries[0]], "top_k": 10}})
-        lat, raws = [], []
-        for q in queries:
-            raws.append(raw(call, q))
-            t = time.perf_counter()
-            r = ask("tools/call", {"name": tool, "arguments": {"query_list": [q], "top_k": 10}})
-            lat.append(time.perf_counter() - t)
-            assert not r["result"]["isError"], r
-        out[f"{tool}_ms"], out[f"{tool}_raw_ms"] = statistics.median(lat) * 1000, statistics.median(raws) * 1000
-    send.close()
-    proc.wait()
-    return out
+    return ask
 
 
 def main() -> None:
@@ -362,6 +436,10 @@ def main() -> None:
     long = {rt: merged(rounds[rt]) for rt in runtimes}
     bares = {rt: merged(bare_rounds[rt]) for rt in runtimes}
     long[FLOOR_KEY] = asyncio.run(floor(len(queries)))
+    reply = REPLY["bm25_search"]
+    long[FLOOR_KEY]["canned_sdk_ms"] = asyncio.run(canned_sdk(reply, queries))
+    long[FLOOR_KEY]["canned_bare_ms"] = canned_bare(reply, queries)
+    long[FLOOR_KEY]["canned_bytes"] = len(json.dumps(reply))
     quality = {} if args.no_quality else {(rt, m): ndcg(rt, m) for rt in runtimes for m in ("dense", "hybrid")}
     labels = {rt: json.loads((OUT / rt / "faiss" / "manifest.json").read_text())["runtime"] for rt in runtimes}
     write(args.out, runtimes, labels, starts, long, bares, quality, len(queries), args.section, args.rounds)
@@ -452,6 +530,16 @@ def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[s
         "| --- | --- | --- |",
         f"| bare FastMCP, one trivial tool | {first[FLOOR_KEY]:.2f} s"
         f" | {fl:.2f} ms |",
+        f"| a server that does nothing: every call answered at once with one bm25_search reply"
+        f" ({long[FLOOR_KEY]['canned_bytes']:,} bytes), the SDK's client / the bare client | |"
+        f" {long[FLOOR_KEY]['canned_sdk_ms']:.2f} / {long[FLOOR_KEY]['canned_bare_ms']:.2f} ms |",
+        "",
+        "The server that does nothing is what the pipes and the two ends' handling of one reply cost here, whatever"
+        " the server: any server's overhead over the raw call includes it. bm25_search's overhead less that"
+        " round trip (the SDK's client / the bare client): "
+        + ", ".join(f"{labels[rt]} **{long[rt]['bm25_search_over_ms'] - long[FLOOR_KEY]['canned_sdk_ms']:+.2f} /"
+                    f" {bares[rt]['bm25_search_over_ms'] - long[FLOOR_KEY]['canned_bare_ms']:+.2f} ms**"
+                    for rt in runtimes) + ".",
         "",
         "Our stdio server (servers/retriever/mcp/stdio.py) imports no MCP framework; the bare FastMCP server is"
         " what a FastMCP stdio server costs with nothing in it. Ours against it, start to first answer (ours with"
