@@ -9,9 +9,10 @@ nDCG@10 through each runtime. Medians throughout. Writes bench/LEAN.md.
 
 The framework's floor beside ours: a bare FastMCP server with one trivial tool, over the same
 stdio client, started and called the same way (start to first answer, one call's round trip);
-and a server that does nothing (it answers every call at once with one of bm25_search's replies),
-called with both clients: what the pipes and the two ends' handling of a reply cost, whatever the
-server.
+and a server that does nothing (it answers every call with one of the tool's replies), called with
+both clients: at once (what the pipes and the two ends' handling of a reply cost, whatever the
+server), and busy as long as each runtime's raw call first (the overhead of a server whose only
+work is the raw call's time: ours less it is what our server adds).
 `--server-python` runs the servers (ours through that venv's `retriever`, and the floor) from
 another venv, e.g. a serving install without torch (`pip install '.[openvino,onnx]'`); the indexes
 and the raw library calls stay with this venv.
@@ -140,9 +141,9 @@ async def floor(calls: int) -> dict[str, Any]:
 
 
 CANNED = r"""
-import json, os, sys
-result = json.loads(sys.argv[1])  # one tools/call result, sent back for every call at once
-tools = [{"name": "bm25_search", "inputSchema": {"type": "object"}}]
+import json, os, sys, time
+result, wait = json.loads(sys.argv[1]), float(sys.argv[2])  # one tools/call result; seconds to take
+tools = [{"name": name, "inputSchema": {"type": "object"}} for name in ("bm25_search", "retriever_search")]
 buffered = b""
 while chunk := os.read(0, 1 << 16):
     buffered += chunk
@@ -152,6 +153,10 @@ while chunk := os.read(0, 1 << 16):
         if "id" not in message:
             continue
         method = message["method"]
+        if method == "tools/call":  # busy, as a search computes: no sleep, whose wake-up a search has not
+            end = time.perf_counter() + wait
+            while time.perf_counter() < end:
+                pass
         answer = ({"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
                    "serverInfo": {"name": "canned", "version": "1"}} if method == "initialize"
                   else {"tools": tools} if method == "tools/list" else result)
@@ -159,15 +164,20 @@ while chunk := os.read(0, 1 << 16):
 """
 
 
-async def canned_sdk(result: dict[str, Any], queries: list[str]) -> float:
-    """The median round trip, with the SDK's client, of a server that does nothing: it answers
-    every call at once with `result` (one of bm25_search's replies), so what remains is the pipes
-    and both ends' handling of the message."""
+def canned_args(result: dict[str, Any], wait_ms: float) -> list[str]:
+    return [str(SERVER_BIN / "python"), "-c", CANNED, json.dumps(result), str(wait_ms / 1000)]
+
+
+async def canned_sdk(tool: str, result: dict[str, Any], queries: list[str], wait_ms: float = 0.0) -> float:
+    """The median round trip, with the SDK's client, of a server that does nothing but take
+    `wait_ms` (busy) on each call and answer it with `result` (one of the tool's replies): what
+    the pipes and the two ends' handling of the reply add to a call of that length, whatever the
+    server."""
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=str(SERVER_BIN / "python"), args=["-c", CANNED, json.dumps(result)],
-                                   cwd=str(ROOT))
+    command, *args = canned_args(result, wait_ms)
+    params = StdioServerParameters(command=command, args=args, cwd=str(ROOT))
     with open(os.devnull, "w") as devnull:
         async with stdio_client(params, errlog=devnull) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
@@ -175,20 +185,19 @@ async def canned_sdk(result: dict[str, Any], queries: list[str]) -> float:
             lat = []
             for q in queries:
                 t = time.perf_counter()
-                await s.call_tool("bm25_search", {"query_list": [q], "top_k": 10})
+                await s.call_tool(tool, {"query_list": [q], "top_k": 10})
                 lat.append(time.perf_counter() - t)
     return statistics.median(lat) * 1000
 
 
-def canned_bare(result: dict[str, Any], queries: list[str]) -> float:
+def canned_bare(tool: str, result: dict[str, Any], queries: list[str], wait_ms: float = 0.0) -> float:
     """The same server that does nothing, with the bare JSON-RPC client."""
-    proc = subprocess.Popen([str(SERVER_BIN / "python"), "-c", CANNED, json.dumps(result)], cwd=ROOT,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(canned_args(result, wait_ms), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     ask = bare_client(proc)
     lat = []
     for q in queries:
         t = time.perf_counter()
-        ask("tools/call", {"name": "bm25_search", "arguments": {"query_list": [q], "top_k": 10}})
+        ask("tools/call", {"name": tool, "arguments": {"query_list": [q], "top_k": 10}})
         lat.append(time.perf_counter() - t)
     assert proc.stdin is not None
     proc.stdin.close()
@@ -357,8 +366,7 @@ def bare(runtime: str, queries: list[str], raw: Raw) -> dict[str, float]:
     out: dict[str, float] = {}
     for tool, call in RAW_CALL.items():
         first = ask("tools/call", {"name": tool, "arguments": {"query_list": [queries[0]], "top_k": 10}})
-        if tool == "bm25_search":
-            REPLY["bm25_search"] = first["result"]  # the reply the server that does nothing sends back
+        REPLY.setdefault(tool, first["result"])  # the reply the server that does nothing sends back
         lat, raws = [], []
         for q in queries:
             raws.append(raw(call, q))
@@ -373,7 +381,7 @@ def bare(runtime: str, queries: list[str], raw: Raw) -> dict[str, float]:
     return out
 
 
-REPLY: dict[str, dict[str, Any]] = {}  # one bm25_search result, as the bare client received it
+REPLY: dict[str, dict[str, Any]] = {}  # per tool, one result, as the bare client received it
 
 
 def bare_client(proc: subprocess.Popen[bytes]) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
@@ -437,9 +445,16 @@ def main() -> None:
     bares = {rt: merged(bare_rounds[rt]) for rt in runtimes}
     long[FLOOR_KEY] = asyncio.run(floor(len(queries)))
     reply = REPLY["bm25_search"]
-    long[FLOOR_KEY]["canned_sdk_ms"] = asyncio.run(canned_sdk(reply, queries))
-    long[FLOOR_KEY]["canned_bare_ms"] = canned_bare(reply, queries)
+    long[FLOOR_KEY]["canned_sdk_ms"] = asyncio.run(canned_sdk("bm25_search", reply, queries))
+    long[FLOOR_KEY]["canned_bare_ms"] = canned_bare("bm25_search", reply, queries)
     long[FLOOR_KEY]["canned_bytes"] = len(json.dumps(reply))
+    for rt in runtimes:  # a server that does nothing, as long as each raw call: the overhead no server avoids
+        for tool in RAW_CALL:
+            for d, client in ((long[rt], "sdk"), (bares[rt], "bare")):
+                wait = d[f"{tool}_raw_ms"]
+                took = (asyncio.run(canned_sdk(tool, REPLY[tool], queries, wait)) if client == "sdk"
+                        else canned_bare(tool, REPLY[tool], queries, wait))
+                d[f"{tool}_floor_ms"] = took - wait
     quality = {} if args.no_quality else {(rt, m): ndcg(rt, m) for rt in runtimes for m in ("dense", "hybrid")}
     labels = {rt: json.loads((OUT / rt / "faiss" / "manifest.json").read_text())["runtime"] for rt in runtimes}
     write(args.out, runtimes, labels, starts, long, bares, quality, len(queries), args.section, args.rounds)
@@ -513,6 +528,15 @@ def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[s
     for tool in RAW_CALL:
         lines.append(row(f"{tool} with a bare JSON-RPC client (no MCP SDK): stdio / raw / overhead (each round)",
                          [over(bares[rt], tool) for rt in runtimes]))
+    for tool in RAW_CALL:
+        lines.append(row(f"{tool}: a server that does nothing, busy as long as the raw call, then sends this tool's"
+                         " reply: its overhead, the SDK's client / the bare client",
+                         [f"{long[rt][f'{tool}_floor_ms']:+.2f} / {bares[rt][f'{tool}_floor_ms']:+.2f} ms"
+                          for rt in runtimes]))
+        lines.append(row(f"{tool}: ours over that server (our overhead less its), the SDK's client / the bare client",
+                         [f"**{long[rt][f'{tool}_over_ms'] - long[rt][f'{tool}_floor_ms']:+.2f} /"
+                          f" {bares[rt][f'{tool}_over_ms'] - bares[rt][f'{tool}_floor_ms']:+.2f} ms**"
+                          for rt in runtimes]))
     lines.append(row("retriever_hybrid_search over stdio", [f"{long[rt]['retriever_hybrid_search_ms']:.1f} ms"
                                                             for rt in runtimes]))
     if quality:
@@ -534,12 +558,10 @@ def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[s
         f" ({long[FLOOR_KEY]['canned_bytes']:,} bytes), the SDK's client / the bare client | |"
         f" {long[FLOOR_KEY]['canned_sdk_ms']:.2f} / {long[FLOOR_KEY]['canned_bare_ms']:.2f} ms |",
         "",
-        "The server that does nothing is what the pipes and the two ends' handling of one reply cost here, whatever"
-        " the server: any server's overhead over the raw call includes it. bm25_search's overhead less that"
-        " round trip (the SDK's client / the bare client): "
-        + ", ".join(f"{labels[rt]} **{long[rt]['bm25_search_over_ms'] - long[FLOOR_KEY]['canned_sdk_ms']:+.2f} /"
-                    f" {bares[rt]['bm25_search_over_ms'] - long[FLOOR_KEY]['canned_bare_ms']:+.2f} ms**"
-                    for rt in runtimes) + ".",
+        "A server that does nothing (a loop over its stdin, in the serving venv's Python) is what the pipes and"
+        " the two ends' handling of a reply cost here, whatever the server. In the table above the same server is"
+        " busy as long as each raw call (its median in that runtime's sessions) before it answers: the overhead of"
+        " a server whose only work is the raw call's time, with each client on this machine.",
         "",
         "Our stdio server (servers/retriever/mcp/stdio.py) imports no MCP framework; the bare FastMCP server is"
         " what a FastMCP stdio server costs with nothing in it. Ours against it, start to first answer (ours with"
