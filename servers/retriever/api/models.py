@@ -82,7 +82,7 @@ from .fields import (
 
 
 class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     def options(self, *names: str) -> dict[str, Any]:
         return {n: getattr(self, n) for n in names}
