@@ -3,10 +3,13 @@ loaded and derived (the corpus, the change log, the embedder, the dense and BM25
 
 from __future__ import annotations
 
+import contextvars
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -24,6 +27,7 @@ from .store.manifests import corpus_manifest
 from .store.persist import check_manifest
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 Allowed = tuple[np.ndarray | None, Filter | None]  # the candidates: a mask over rows (None: all), the filter
 
 
@@ -50,21 +54,50 @@ class Session:
 def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     """Open the corpus and change log, build the embedder, load the saved indexes (refusing any
     that does not match; with `overwrite` it is skipped with a warning, to be rebuilt). An
-    `embedder` given is used instead of building one (another collection, the same model)."""
+    `embedder` given is used instead of building one (another collection, the same model).
+
+    The embedder is built on a thread of its own while the corpus and BM25 load: its runtime's
+    start-up (onnxruntime's session, OpenVINO's compiled model) releases the GIL. A corpus or
+    BM25 error goes up first (after the embedder's thread has ended), then the embedder's."""
     index_backend, held = backend_for(cfg)  # chosen here, once: the session carries both
-    docs = None
-    if cfg.corpus_path is not None and held is None:  # a backend holding the documents: no corpus file here
-        path = cfg.corpus_path if cfg.chunking.by == "none" else chunked_corpus(cfg)
-        docs = DocStore.open(path, cfg.duplicate_ids, cfg.is_multimodal)
-    paths = cfg.paths()
-    collection = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs), cfg.is_multimodal))
-    if embedder is None and cfg.backend != "bm25":
-        embedder = build_embedder(cfg)
+    building = _beside(build_embedder, cfg) if embedder is None and cfg.backend != "bm25" else None
+    bm25_warnings: list[str] = []
+    try:
+        docs = None
+        if cfg.corpus_path is not None and held is None:  # a backend holding the documents: no corpus file here
+            path = cfg.corpus_path if cfg.chunking.by == "none" else chunked_corpus(cfg)
+            docs = DocStore.open(path, cfg.duplicate_ids, cfg.is_multimodal)
+        paths = cfg.paths()
+        collection = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs), cfg.is_multimodal))
+        corpus_only = Session(cfg, collection, None, None, None, index_backend, held)  # BM25 needs no embedder
+        bm25 = None if held is not None else _guard(cfg, bm25_warnings, lambda: load_bm25(corpus_only, bm25_warnings))
+    except BaseException:
+        if building is not None:
+            wait([building])  # its thread ends before the error goes up; its own outcome is dropped
+        raise
+    if building is not None:
+        embedder = building.result()
     warnings: list[str] = list(embedder.warnings) if embedder else []
     draft = Session(cfg, collection, embedder, None, None, index_backend, held)
     dense = _guard(cfg, warnings, lambda: load_dense(draft, warnings))
-    bm25 = None if held is not None else _guard(cfg, warnings, lambda: load_bm25(draft, warnings))
+    warnings += bm25_warnings  # after the embedder's and the dense index's, as they are read
     return Session(cfg, collection, embedder, dense, bm25, index_backend, held, tuple(warnings))
+
+
+def _beside(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """`fn(*args)` started on a thread of its own, in the caller's context (a client's call
+    keeps its path checks and cancellation there); `.result()` waits for it and returns or raises."""
+    future: Future[T] = Future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            future.set_result(context.run(fn, *args))
+        except BaseException as e:  # the caller's .result() raises it
+            future.set_exception(e)
+
+    threading.Thread(target=run, name="retriever-embedder", daemon=True).start()
+    return future
 
 
 def _guard(cfg: Config, warnings: list[str], load: Any) -> Any:
