@@ -58,7 +58,8 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
 
     The embedder is built on a thread of its own while the corpus and BM25 load: its runtime's
     start-up (onnxruntime's session, OpenVINO's compiled model) releases the GIL. A corpus or
-    BM25 error goes up first (after the embedder's thread has ended), then the embedder's."""
+    BM25 error goes up first, once the embedder's build has finished; then the embedder's, then
+    the dense index's."""
     index_backend, held = backend_for(cfg)  # chosen here, once: the session carries both
     building = _beside(build_embedder, cfg) if embedder is None and cfg.backend != "bm25" else None
     bm25_warnings: list[str] = []
@@ -85,8 +86,9 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
 
 
 def _beside(fn: Callable[..., T], *args: Any) -> Future[T]:
-    """`fn(*args)` started on a thread of its own, in the caller's context (a client's call
-    keeps its path checks and cancellation there); `.result()` waits for it and returns or raises."""
+    """`fn(*args)` started on a thread of its own, in a copy of the caller's context (whatever it
+    reads of a client's call, guard.py's FROM_CLIENT or limits.py's CANCEL, is the call's; building
+    an embedder reads neither today); `.result()` waits for it and returns or raises."""
     future: Future[T] = Future()
     context = contextvars.copy_context()
 
