@@ -33,7 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,26 @@ mcp.run("stdio", show_banner=False)
 """
 
 
+def median_ms(call: Callable[[str], Any], queries: list[str]) -> float:
+    """The median time of `call(q)` over `queries`, in ms."""
+    lat = []
+    for q in queries:
+        t = time.perf_counter()
+        call(q)
+        lat.append(time.perf_counter() - t)
+    return statistics.median(lat) * 1000
+
+
+async def amedian_ms(call: Callable[[str], Awaitable[Any]], queries: list[str]) -> float:
+    """The same for a coroutine function."""
+    lat = []
+    for q in queries:
+        t = time.perf_counter()
+        await call(q)
+        lat.append(time.perf_counter() - t)
+    return statistics.median(lat) * 1000
+
+
 async def floor(calls: int) -> dict[str, Any]:
     """The framework's floor: a bare FastMCP server with one trivial tool over stdio, the same
     client: start to its first answer and, with `calls`, the median round trip of one call."""
@@ -131,12 +151,8 @@ async def floor(calls: int) -> dict[str, Any]:
             first = await s.call_tool("echo", {"text": "what causes fever?"})
             res["first_s"] = time.perf_counter() - t0
             assert not first.is_error, first
-            lat = []
-            for _ in range(calls):
-                t = time.perf_counter()
-                await s.call_tool("echo", {"text": "what causes fever?"})
-                lat.append(time.perf_counter() - t)
-            res["call_ms"] = statistics.median(lat) * 1000 if lat else float("nan")
+            res["call_ms"] = (await amedian_ms(lambda q: s.call_tool("echo", {"text": q}), ["what causes fever?"] * calls)
+                              if calls else float("nan"))
     return res
 
 
@@ -182,27 +198,18 @@ async def canned_sdk(tool: str, result: dict[str, Any], queries: list[str], wait
         async with stdio_client(params, errlog=devnull) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             await s.list_tools()  # as a client does; else the SDK's client asks at the first call
-            lat = []
-            for q in queries:
-                t = time.perf_counter()
-                await s.call_tool(tool, {"query_list": [q], "top_k": 10})
-                lat.append(time.perf_counter() - t)
-    return statistics.median(lat) * 1000
+            return await amedian_ms(lambda q: s.call_tool(tool, {"query_list": [q], "top_k": 10}), queries)
 
 
 def canned_bare(tool: str, result: dict[str, Any], queries: list[str], wait_ms: float = 0.0) -> float:
     """The same server that does nothing, with the bare JSON-RPC client."""
     proc = subprocess.Popen(canned_args(result, wait_ms), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     ask = bare_client(proc)
-    lat = []
-    for q in queries:
-        t = time.perf_counter()
-        ask("tools/call", {"name": tool, "arguments": {"query_list": [q], "top_k": 10}})
-        lat.append(time.perf_counter() - t)
+    took = median_ms(lambda q: ask("tools/call", {"name": tool, "arguments": {"query_list": [q], "top_k": 10}}), queries)
     assert proc.stdin is not None
     proc.stdin.close()
     proc.wait()
-    return statistics.median(lat) * 1000
+    return took
 
 
 def server_bin(runtime: str) -> Path:
@@ -356,17 +363,18 @@ class Raw:
 RAW_CALL = {"retriever_search": "dense", "bm25_search": "bm25"}  # the tools with a raw call beside them
 
 
-def bare(runtime: str, queries: list[str], raw: Raw) -> dict[str, float]:
+def bare(runtime: str, queries: list[str], raw: Raw) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
     """The same single queries through a bare JSON-RPC client (newline-delimited JSON over the
-    pipes, no MCP SDK): what the server adds, without the SDK client's own parsing and validation."""
+    pipes, no MCP SDK): what the server adds, without the SDK client's own parsing and validation;
+    and per tool, its first result (what the server that does nothing sends back)."""
     proc = subprocess.Popen([str(server_bin(runtime) / "retriever"), "--log-level", "WARNING", "serve", "--init", "--tools",
                              "full", *sets(runtime)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
     ask = bare_client(proc)
     out: dict[str, float] = {}
+    replies: dict[str, dict[str, Any]] = {}
     for tool, call in RAW_CALL.items():
-        first = ask("tools/call", {"name": tool, "arguments": {"query_list": [queries[0]], "top_k": 10}})
-        REPLY.setdefault(tool, first["result"])  # the reply the server that does nothing sends back
+        replies[tool] = ask("tools/call", {"name": tool, "arguments": {"query_list": [queries[0]], "top_k": 10}})["result"]
         lat, raws = [], []
         for q in queries:
             raws.append(raw(call, q))
@@ -378,10 +386,7 @@ def bare(runtime: str, queries: list[str], raw: Raw) -> dict[str, float]:
     assert proc.stdin is not None
     proc.stdin.close()
     proc.wait()
-    return out
-
-
-REPLY: dict[str, dict[str, Any]] = {}  # per tool, one result, as the bare client received it
+    return out, replies
 
 
 def bare_client(proc: subprocess.Popen[bytes]) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
@@ -432,11 +437,14 @@ def main() -> None:
         print(f"start {i + 1}/{args.starts} floor: {starts[FLOOR_KEY][-1]['first_s']:.2f} s", file=sys.stderr)
     rounds: dict[str, list[dict[str, Any]]] = {rt: [] for rt in runtimes}
     bare_rounds: dict[str, list[dict[str, float]]] = {rt: [] for rt in runtimes}
+    replies: dict[str, dict[str, Any]] = {}  # per tool, the first result: what the server that does nothing sends
     for i in range(args.rounds):  # a fresh server per round, runtimes interleaved: one busy moment hits all
         for rt in runtimes:
             raw = Raw(rt)
             rounds[rt].append(asyncio.run(session(rt, queries, raw)))
-            bare_rounds[rt].append(bare(rt, queries, raw))
+            measured, first = bare(rt, queries, raw)
+            bare_rounds[rt].append(measured)
+            replies = replies or first
             raw.close()
             print(f"round {i + 1}/{args.rounds} {rt}: dense overhead "
                   f"{rounds[rt][-1]['retriever_search_ms'] - rounds[rt][-1]['retriever_search_raw_ms']:+.2f} ms",
@@ -444,17 +452,16 @@ def main() -> None:
     long = {rt: merged(rounds[rt]) for rt in runtimes}
     bares = {rt: merged(bare_rounds[rt]) for rt in runtimes}
     long[FLOOR_KEY] = asyncio.run(floor(len(queries)))
-    reply = REPLY["bm25_search"]
+    reply = replies["bm25_search"]
     long[FLOOR_KEY]["canned_sdk_ms"] = asyncio.run(canned_sdk("bm25_search", reply, queries))
     long[FLOOR_KEY]["canned_bare_ms"] = canned_bare("bm25_search", reply, queries)
     long[FLOOR_KEY]["canned_bytes"] = len(json.dumps(reply))
-    for rt in runtimes:  # a server that does nothing, as long as each raw call: the overhead no server avoids
+    for rt in runtimes:  # the server that does nothing, busy as long as each raw call (each client's own median)
         for tool in RAW_CALL:
-            for d, client in ((long[rt], "sdk"), (bares[rt], "bare")):
-                wait = d[f"{tool}_raw_ms"]
-                took = (asyncio.run(canned_sdk(tool, REPLY[tool], queries, wait)) if client == "sdk"
-                        else canned_bare(tool, REPLY[tool], queries, wait))
-                d[f"{tool}_floor_ms"] = took - wait
+            wait = long[rt][f"{tool}_raw_ms"]
+            long[rt][f"{tool}_floor_ms"] = asyncio.run(canned_sdk(tool, replies[tool], queries, wait)) - wait
+            wait = bares[rt][f"{tool}_raw_ms"]
+            bares[rt][f"{tool}_floor_ms"] = canned_bare(tool, replies[tool], queries, wait) - wait
     quality = {} if args.no_quality else {(rt, m): ndcg(rt, m) for rt in runtimes for m in ("dense", "hybrid")}
     labels = {rt: json.loads((OUT / rt / "faiss" / "manifest.json").read_text())["runtime"] for rt in runtimes}
     write(args.out, runtimes, labels, starts, long, bares, quality, len(queries), args.section, args.rounds)
