@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -89,16 +88,9 @@ def _beside(fn: Callable[..., T], *args: Any) -> Future[T]:
     """`fn(*args)` started on a thread of its own, in a copy of the caller's context (whatever it
     reads of a client's call, guard.py's FROM_CLIENT or limits.py's CANCEL, is the call's; building
     an embedder reads neither today); `.result()` waits for it and returns or raises."""
-    future: Future[T] = Future()
-    context = contextvars.copy_context()
-
-    def run() -> None:
-        try:
-            future.set_result(context.run(fn, *args))
-        except BaseException as e:  # the caller's .result() raises it
-            future.set_exception(e)
-
-    threading.Thread(target=run, name="retriever-embedder", daemon=True).start()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-embedder")
+    future = pool.submit(contextvars.copy_context().run, fn, *args)
+    pool.shutdown(wait=False)  # its one thread ends with the work
     return future
 
 
