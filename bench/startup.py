@@ -12,7 +12,8 @@ stdio client, started and called the same way (start to first answer, one call's
 and a server that does nothing (it answers every call with one of the tool's replies), called with
 both clients: at once (what the pipes and the two ends' handling of a reply cost, whatever the
 server), and busy as long as each runtime's raw call first (the overhead of a server whose only
-work is the raw call's time: ours less it is what our server adds).
+work is the raw call's time: ours less it is what our server adds). That server marks when it read
+each call and wrote its answer, which splits its round trip into the client's part and its own.
 `--server-python` runs the servers (ours through that venv's `retriever`, and the floor) from
 another venv, e.g. a serving install without torch (`pip install '.[openvino,onnx]'`); the indexes
 and the raw library calls stay with this venv.
@@ -32,6 +33,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -116,24 +118,30 @@ mcp.run("stdio", show_banner=False)
 """
 
 
-def median_ms(call: Callable[[str], Any], queries: list[str]) -> float:
-    """The median time of `call(q)` over `queries`, in ms."""
-    lat = []
+def spans(call: Callable[[str], Any], queries: list[str]) -> list[tuple[float, float]]:
+    """When each `call(q)` over `queries` began and ended (time.perf_counter: CLOCK_MONOTONIC, the
+    same clock in every process of this machine, so a server's own marks fall between them)."""
+    out = []
     for q in queries:
         t = time.perf_counter()
         call(q)
-        lat.append(time.perf_counter() - t)
-    return statistics.median(lat) * 1000
+        out.append((t, time.perf_counter()))
+    return out
 
 
-async def amedian_ms(call: Callable[[str], Awaitable[Any]], queries: list[str]) -> float:
+async def aspans(call: Callable[[str], Awaitable[Any]], queries: list[str]) -> list[tuple[float, float]]:
     """The same for a coroutine function."""
-    lat = []
+    out = []
     for q in queries:
         t = time.perf_counter()
         await call(q)
-        lat.append(time.perf_counter() - t)
-    return statistics.median(lat) * 1000
+        out.append((t, time.perf_counter()))
+    return out
+
+
+def median_ms(times: list[tuple[float, float]]) -> float:
+    """The median of the spans, in ms."""
+    return statistics.median(end - begin for begin, end in times) * 1000
 
 
 async def floor(calls: int) -> dict[str, Any]:
@@ -151,17 +159,19 @@ async def floor(calls: int) -> dict[str, Any]:
             first = await s.call_tool("echo", {"text": "what causes fever?"})
             res["first_s"] = time.perf_counter() - t0
             assert not first.is_error, first
-            res["call_ms"] = (await amedian_ms(lambda q: s.call_tool("echo", {"text": q}), ["what causes fever?"] * calls)
-                              if calls else float("nan"))
+            res["call_ms"] = (median_ms(await aspans(lambda q: s.call_tool("echo", {"text": q}),
+                                                     ["what causes fever?"] * calls)) if calls else float("nan"))
     return res
 
 
 CANNED = r"""
 import json, os, sys, time
 result, wait = json.loads(sys.argv[1]), float(sys.argv[2])  # one tools/call result; seconds to take
+marks = open(sys.argv[3], "w")  # per call: when its line was read, when its answer was written
 tools = [{"name": name, "inputSchema": {"type": "object"}} for name in ("bm25_search", "retriever_search")]
 buffered = b""
 while chunk := os.read(0, 1 << 16):
+    read = time.perf_counter()
     buffered += chunk
     while b"\n" in buffered:
         line, buffered = buffered.split(b"\n", 1)
@@ -176,40 +186,63 @@ while chunk := os.read(0, 1 << 16):
         answer = ({"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
                    "serverInfo": {"name": "canned", "version": "1"}} if method == "initialize"
                   else {"tools": tools} if method == "tools/list" else result)
-        os.write(1, json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": answer}).encode() + b"\n")
+        data = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": answer}).encode() + b"\n"
+        written = time.perf_counter()
+        os.write(1, data)
+        if method == "tools/call":
+            marks.write(f"{read} {written}\n")
+            marks.flush()
 """
 
 
-def canned_args(result: dict[str, Any], wait_ms: float) -> list[str]:
-    return [str(SERVER_BIN / "python"), "-c", CANNED, json.dumps(result), str(wait_ms / 1000)]
+def canned_args(result: dict[str, Any], wait_ms: float, marks: Path) -> list[str]:
+    return [str(SERVER_BIN / "python"), "-c", CANNED, json.dumps(result), str(wait_ms / 1000), str(marks)]
 
 
-async def canned_sdk(tool: str, result: dict[str, Any], queries: list[str], wait_ms: float = 0.0) -> float:
-    """The median round trip, with the SDK's client, of a server that does nothing but take
-    `wait_ms` (busy) on each call and answer it with `result` (one of the tool's replies): what
-    the pipes and the two ends' handling of the reply add to a call of that length, whatever the
-    server."""
+def split(times: list[tuple[float, float]], marks: Path, wait_ms: float) -> dict[str, float]:
+    """A do-nothing server's round trips (the client's spans, the server's marks), medians in ms:
+    whole (less the wait), from the client's call to the server's read of it, the server's own
+    handling (less the wait), from the server's write of the answer to the client's return."""
+    served = [tuple(map(float, line.split())) for line in marks.read_text().splitlines()]
+    assert len(served) == len(times), (len(served), len(times))
+
+    def med(values: Any) -> float:
+        return statistics.median(values) * 1000
+
+    return {"ms": median_ms(times) - wait_ms, "to_server_ms": med(r - b for (b, _), (r, _) in zip(times, served)),
+            "server_ms": med(w - r for r, w in served) - wait_ms,
+            "to_client_ms": med(e - w for (_, e), (_, w) in zip(times, served))}
+
+
+async def canned_sdk(tool: str, result: dict[str, Any], queries: list[str], wait_ms: float = 0.0) -> dict[str, float]:
+    """The round trips, with the SDK's client, of a server that does nothing but take `wait_ms`
+    (busy) on each call and answer it with `result` (one of the tool's replies): what the pipes and
+    the two ends' handling of the reply add to a call of that length, whatever the server (split)."""
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    command, *args = canned_args(result, wait_ms)
-    params = StdioServerParameters(command=command, args=args, cwd=str(ROOT))
-    with open(os.devnull, "w") as devnull:
+    with tempfile.TemporaryDirectory() as tmp, open(os.devnull, "w") as devnull:
+        command, *args = canned_args(result, wait_ms, Path(tmp) / "marks")
+        params = StdioServerParameters(command=command, args=args, cwd=str(ROOT))
         async with stdio_client(params, errlog=devnull) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             await s.list_tools()  # as a client does; else the SDK's client asks at the first call
-            return await amedian_ms(lambda q: s.call_tool(tool, {"query_list": [q], "top_k": 10}), queries)
+            times = await aspans(lambda q: s.call_tool(tool, {"query_list": [q], "top_k": 10}), queries)
+        return split(times, Path(tmp) / "marks", wait_ms)
 
 
-def canned_bare(tool: str, result: dict[str, Any], queries: list[str], wait_ms: float = 0.0) -> float:
+def canned_bare(tool: str, result: dict[str, Any], queries: list[str], wait_ms: float = 0.0) -> dict[str, float]:
     """The same server that does nothing, with the bare JSON-RPC client."""
-    proc = subprocess.Popen(canned_args(result, wait_ms), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    ask = bare_client(proc)
-    took = median_ms(lambda q: ask("tools/call", {"name": tool, "arguments": {"query_list": [q], "top_k": 10}}), queries)
-    assert proc.stdin is not None
-    proc.stdin.close()
-    proc.wait()
-    return took
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.Popen(canned_args(result, wait_ms, Path(tmp) / "marks"), cwd=ROOT, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE)
+        ask = bare_client(proc)
+        times = spans(lambda q: ask("tools/call", {"name": tool, "arguments": {"query_list": [q], "top_k": 10}}),
+                      queries)
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait()
+        return split(times, Path(tmp) / "marks", wait_ms)
 
 
 def server_bin(runtime: str) -> Path:
@@ -453,15 +486,15 @@ def main() -> None:
     bares = {rt: merged(bare_rounds[rt]) for rt in runtimes}
     long[FLOOR_KEY] = asyncio.run(floor(len(queries)))
     reply = replies["bm25_search"]
-    long[FLOOR_KEY]["canned_sdk_ms"] = asyncio.run(canned_sdk("bm25_search", reply, queries))
-    long[FLOOR_KEY]["canned_bare_ms"] = canned_bare("bm25_search", reply, queries)
+    long[FLOOR_KEY]["canned_sdk"] = asyncio.run(canned_sdk("bm25_search", reply, queries))
+    long[FLOOR_KEY]["canned_bare"] = canned_bare("bm25_search", reply, queries)
     long[FLOOR_KEY]["canned_bytes"] = len(json.dumps(reply))
     for rt in runtimes:  # the server that does nothing, busy as long as each raw call (each client's own median)
         for tool in RAW_CALL:
             wait = long[rt][f"{tool}_raw_ms"]
-            long[rt][f"{tool}_floor_ms"] = asyncio.run(canned_sdk(tool, replies[tool], queries, wait)) - wait
+            long[rt][f"{tool}_floor"] = asyncio.run(canned_sdk(tool, replies[tool], queries, wait))
             wait = bares[rt][f"{tool}_raw_ms"]
-            bares[rt][f"{tool}_floor_ms"] = canned_bare(tool, replies[tool], queries, wait) - wait
+            bares[rt][f"{tool}_floor"] = canned_bare(tool, replies[tool], queries, wait)
     quality = {} if args.no_quality else {(rt, m): ndcg(rt, m) for rt in runtimes for m in ("dense", "hybrid")}
     labels = {rt: json.loads((OUT / rt / "faiss" / "manifest.json").read_text())["runtime"] for rt in runtimes}
     write(args.out, runtimes, labels, starts, long, bares, quality, len(queries), args.section, args.rounds)
@@ -535,14 +568,21 @@ def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[s
     for tool in RAW_CALL:
         lines.append(row(f"{tool} with a bare JSON-RPC client (no MCP SDK): stdio / raw / overhead (each round)",
                          [over(bares[rt], tool) for rt in runtimes]))
+    def parts(d: dict[str, float]) -> str:
+        return f"{d['to_server_ms']:.2f} / {d['server_ms']:.2f} / {d['to_client_ms']:.2f}"
+
     for tool in RAW_CALL:
         lines.append(row(f"{tool}: a server that does nothing, busy as long as the raw call, then sends this tool's"
                          " reply: its overhead, the SDK's client / the bare client",
-                         [f"{long[rt][f'{tool}_floor_ms']:+.2f} / {bares[rt][f'{tool}_floor_ms']:+.2f} ms"
+                         [f"{long[rt][f'{tool}_floor']['ms']:+.2f} / {bares[rt][f'{tool}_floor']['ms']:+.2f} ms"
                           for rt in runtimes]))
+        for d, client in ((long, "the SDK's client"), (bares, "the bare client")):
+            lines.append(row(f"{tool}: that overhead with {client}, split: the client's call to the server's read of"
+                             " it / the server's own handling / the server's write to the client's return",
+                             [f"{parts(d[rt][f'{tool}_floor'])} ms" for rt in runtimes]))
         lines.append(row(f"{tool}: ours over that server (our overhead less its), the SDK's client / the bare client",
-                         [f"**{long[rt][f'{tool}_over_ms'] - long[rt][f'{tool}_floor_ms']:+.2f} /"
-                          f" {bares[rt][f'{tool}_over_ms'] - bares[rt][f'{tool}_floor_ms']:+.2f} ms**"
+                         [f"**{long[rt][f'{tool}_over_ms'] - long[rt][f'{tool}_floor']['ms']:+.2f} /"
+                          f" {bares[rt][f'{tool}_over_ms'] - bares[rt][f'{tool}_floor']['ms']:+.2f} ms**"
                           for rt in runtimes]))
     lines.append(row("retriever_hybrid_search over stdio", [f"{long[rt]['retriever_hybrid_search_ms']:.1f} ms"
                                                             for rt in runtimes]))
@@ -563,12 +603,18 @@ def write(out: Path, runtimes: list[str], labels: dict[str, str], starts: dict[s
         f" | {fl:.2f} ms |",
         f"| a server that does nothing: every call answered at once with one bm25_search reply"
         f" ({long[FLOOR_KEY]['canned_bytes']:,} bytes), the SDK's client / the bare client | |"
-        f" {long[FLOOR_KEY]['canned_sdk_ms']:.2f} / {long[FLOOR_KEY]['canned_bare_ms']:.2f} ms |",
+        f" {long[FLOOR_KEY]['canned_sdk']['ms']:.2f} / {long[FLOOR_KEY]['canned_bare']['ms']:.2f} ms |",
+        f"| the same, split: the client's call to the server's read of it / the server's own handling / the"
+        f" server's write to the client's return, the SDK's client; the bare client | |"
+        f" {parts(long[FLOOR_KEY]['canned_sdk'])}; {parts(long[FLOOR_KEY]['canned_bare'])} ms |",
         "",
         "A server that does nothing (a loop over its stdin, in the serving venv's Python) is what the pipes and"
         " the two ends' handling of a reply cost here, whatever the server. In the table above the same server is"
         " busy as long as each raw call (its median in that runtime's sessions) before it answers: the overhead of"
-        " a server whose only work is the raw call's time, with each client on this machine.",
+        " a server whose only work is the raw call's time, with each client on this machine. Its split comes from"
+        " marks: the server notes when it read each call and wrote its answer, on the clock the client times with"
+        " (time.perf_counter, CLOCK_MONOTONIC, one clock for all processes here); the client's parts include each"
+        " end's wake-up and the pipe.",
         "",
         "Our stdio server (servers/retriever/mcp/stdio.py) imports no MCP framework; the bare FastMCP server is"
         " what a FastMCP stdio server costs with nothing in it. Ours against it, start to first answer (ours with"
