@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +26,6 @@ from .store.manifests import corpus_manifest
 from .store.persist import check_manifest
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 Allowed = tuple[np.ndarray | None, Filter | None]  # the candidates: a mask over rows (None: all), the filter
 
 
@@ -60,9 +59,13 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     BM25 error goes up first, once the embedder's build has finished; then the embedder's, then
     the dense index's."""
     index_backend, held = backend_for(cfg)  # chosen here, once: the session carries both
-    building = _beside(build_embedder, cfg) if embedder is None and cfg.backend != "bm25" else None
     bm25_warnings: list[str] = []
-    try:
+    # leaving the block waits for the build, also when a load fails (its own outcome then dropped)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-embedder") as pool:
+        # in a copy of the caller's context: whatever a build reads of a client's call (guard.py's
+        # FROM_CLIENT, limits.py's CANCEL) is the call's; building an embedder reads neither today
+        building = (pool.submit(contextvars.copy_context().run, build_embedder, cfg)
+                    if embedder is None and cfg.backend != "bm25" else None)
         docs = None
         if cfg.corpus_path is not None and held is None:  # a backend holding the documents: no corpus file here
             path = cfg.corpus_path if cfg.chunking.by == "none" else chunked_corpus(cfg)
@@ -71,10 +74,6 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
         collection = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs), cfg.is_multimodal))
         corpus_only = Session(cfg, collection, None, None, None, index_backend, held)  # BM25 needs no embedder
         bm25 = None if held is not None else _guard(cfg, bm25_warnings, lambda: load_bm25(corpus_only, bm25_warnings))
-    except BaseException:
-        if building is not None:
-            wait([building])  # its thread ends before the error goes up; its own outcome is dropped
-        raise
     if building is not None:
         embedder = building.result()
     warnings: list[str] = list(embedder.warnings) if embedder else []
@@ -82,16 +81,6 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     dense = _guard(cfg, warnings, lambda: load_dense(draft, warnings))
     warnings += bm25_warnings  # after the embedder's and the dense index's, as they are read
     return Session(cfg, collection, embedder, dense, bm25, index_backend, held, tuple(warnings))
-
-
-def _beside(fn: Callable[..., T], *args: Any) -> Future[T]:
-    """`fn(*args)` started on a thread of its own, in a copy of the caller's context (whatever it
-    reads of a client's call, guard.py's FROM_CLIENT or limits.py's CANCEL, is the call's; building
-    an embedder reads neither today); `.result()` waits for it and returns or raises."""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-embedder")
-    future = pool.submit(contextvars.copy_context().run, fn, *args)
-    pool.shutdown(wait=False)  # its one thread ends with the work
-    return future
 
 
 def _guard(cfg: Config, warnings: list[str], load: Any) -> Any:
