@@ -61,10 +61,10 @@ def test_auto_is_half_on_text_the_model_reads_and_measured_once(tmp_path: Path,
     assert [(h.id, h.score) for h in explicit] == [(h.id, h.score) for h in hits]
 
 
-@pytest.mark.slow  # embeds 1,000 documents: about 25 s
+@pytest.mark.slow  # embeds 600 documents
 def test_auto_leans_on_bm25_where_the_model_cannot_read_the_corpus(tmp_path: Path) -> None:
     calibration._MEMO.clear()
-    e = built(tmp_path / "p", invented_corpus(tmp_path / "invented.jsonl"))
+    e = built(tmp_path / "p", invented_corpus(tmp_path / "invented.jsonl", 600))
     text = e.session.collection.get(17).text
     query = " ".join(text.split()[10:16])
     hybrid = e.hybrid_search(query, top_k=5)[0]

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from conftest import BIN, SCIFACT, engine_for, write_project
 
-pytestmark = pytest.mark.slow  # five `retriever index` processes
+pytestmark = pytest.mark.slow  # six `retriever index` processes
 CHUNK = 16
 SETTINGS = ["--set", f"backend_configs.sentence_transformers.sentence_transformers_encode.encode_chunk_size={CHUNK}",
-            "--set", "backend_configs.sentence_transformers.runtime=torch",  # fp32: the same vectors every run
+            "--set", "backend_configs.sentence_transformers.runtime=openvino",  # fp32: the same vectors every run
             "--set", "backend_configs.sentence_transformers.precision=fp32"]
 
 
