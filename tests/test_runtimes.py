@@ -63,6 +63,15 @@ def test_auto_picks_by_the_cpu(flags: frozenset[str], precision: str, want: tupl
     assert got.reason
 
 
+def test_auto_keeps_torch_where_q_task_or_psg_task_is_set(cache: Path) -> None:
+    from retriever.embedders import local_choice
+
+    for task in ("q_task", "psg_task"):
+        got = local_choice(config(cache, sentence_transformers_encode={task: "retrieval.query"}), "cpu")
+        assert got.label == "torch fp32" and "task adapters run on torch" in got.reason
+    assert local_choice(config(cache), "cpu") == choose("auto", "auto", "cpu", True)
+
+
 def test_auto_keeps_torch_on_a_gpu_or_for_a_hub_model() -> None:
     assert choose("auto", "auto", "cuda:0", True, BF16).runtime == "torch"
     assert choose("auto", "auto", "cpu", False, BF16).label == "torch fp32"

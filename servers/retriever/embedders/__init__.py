@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..config import Config
 from ..errors import MissingDependencyError, NotYetSupportedError
 from .base import Embedder
+from .runtime import Choice, choose
 
 
 def build_embedder(cfg: Config) -> Embedder:
@@ -38,19 +41,16 @@ def build_embedder(cfg: Config) -> Embedder:
 
 def _local(cfg: Config) -> Embedder:
     """The in-process model on the runtime `choose` picks (runtime.py says why each)."""
-    from pathlib import Path
-
-    from .runtime import choose, extra, missing_modules
+    from .runtime import extra, missing_modules
     from .sentence_transformers import SentenceTransformerEmbedder, pick_device
 
-    st = cfg.backend_configs.sentence_transformers
     warnings: list[str] = []
     device = pick_device(cfg.gpu_ids, warnings)
     if cfg.is_multimodal:
         from .images import ImageEmbedder, image_choice
 
         return ImageEmbedder(cfg, image_choice(cfg, device), device, warnings)
-    choice = choose(st.runtime, st.precision, device, Path(cfg.resolved_model()).is_dir())
+    choice = local_choice(cfg, device)
     match choice.runtime:
         case "onnx" | "openvino":
             from .exported import ExportedEmbedder
@@ -66,6 +66,17 @@ def _local(cfg: Config) -> Embedder:
             embedder = SentenceTransformerEmbedder(cfg, choice, device, [])
     embedder.warnings[:0] = warnings  # a GPU asked for and not found: whichever runtime runs
     return embedder
+
+
+def local_choice(cfg: Config, device: str) -> Choice:
+    """The runtime `choose` picks for the in-process model; torch whenever q_task / psg_task are
+    set, whatever `auto` would pick: only torch runs a model's task adapters."""
+    st = cfg.backend_configs.sentence_transformers
+    enc = st.sentence_transformers_encode
+    if st.runtime == "auto" and (enc.q_task or enc.psg_task):
+        got = choose("torch", st.precision, device, True)
+        return Choice(got.runtime, got.precision, "q_task / psg_task set: task adapters run on torch")
+    return choose(st.runtime, st.precision, device, Path(cfg.resolved_model()).is_dir())
 
 
 __all__ = ["Embedder", "build_embedder"]

@@ -3,11 +3,12 @@
 `runtime: auto` picks by evidence (bench/RESULTS.md, "Embedding runtimes"): the fastest variant
 whose SciFact dense nDCG@10 is within 0.005 of torch fp32 and whose vectors keep a cosine of at
 least 0.99 to it. That is OpenVINO bf16 on a CPU that computes bfloat16 in hardware (AMX or
-AVX512-BF16), onnxruntime int8 on one with VNNI only, and OpenVINO fp32 elsewhere and wherever
-fp32 is asked: torch fp32's vectors (min cosine 1.00000 over SciFact) at 1.91x plain encode
-against torch's 0.96x with AVX-512, and on a CPU with AVX2 only 1.01x against 1.00x, a query in
-14.8 against 29.0 ms and a start in 1.6 against 9.7 s. torch fp32 where openvino is not
-installed, for a model that is not a local folder, and on a GPU. Where torch is not installed (a
+AVX512-BF16), onnxruntime int8 on one with VNNI only (torch fp32 there without onnxruntime), and
+OpenVINO fp32 elsewhere and wherever fp32 is asked: torch fp32's vectors (min cosine 1.00000 over
+SciFact) at 1.91x plain encode against torch's 0.96x with AVX-512, and on a CPU with AVX2 only
+1.01x against 1.00x, a query in 14.8 against 29.0 ms and a start in 1.6 against 9.7 s. torch fp32
+where openvino is not installed, for a model that is not a local folder, and on a GPU (and where
+q_task / psg_task are set: embedders.local_choice). Where torch is not installed (a
 lean install serving a prepared export, the container image), `auto` picks the fastest exported
 runtime that is installed, fp32 where the CPU has no native bf16 or int8, and says so.
 """
