@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..config import Config
@@ -74,8 +75,7 @@ def local_choice(cfg: Config, device: str) -> Choice:
     st = cfg.backend_configs.sentence_transformers
     enc = st.sentence_transformers_encode
     if st.runtime == "auto" and (enc.q_task or enc.psg_task):
-        got = choose("torch", st.precision, device, True)
-        return Choice(got.runtime, got.precision, "q_task / psg_task set: task adapters run on torch")
+        return replace(choose("torch", st.precision, device, True), reason="q_task / psg_task set: task adapters run on torch")
     return choose(st.runtime, st.precision, device, Path(cfg.resolved_model()).is_dir())
 
 
