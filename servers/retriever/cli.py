@@ -191,6 +191,52 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sync(args: argparse.Namespace) -> int:
+    """Folders in step with their collections (engine/sync.py): the YAML's `sources`, or the
+    folders named on the command line. A JSON summary on stdout, progress on stderr; exit 0
+    unless nothing could be done (every file that needed work failed)."""
+    from .config import SourceConfig
+
+    cfg = _retriever(args).base_config
+    if args.paths:
+        missing = [str(p) for p in args.paths if not p.is_dir()]
+        if missing:
+            raise RetrieverError(f"not a folder: {', '.join(missing)}")
+        named = len(args.paths) > 1  # several folders in one collection: each file's id starts with its folder's name
+        sources = [SourceConfig(path=p.resolve(), name=p.resolve().name if named else "") for p in args.paths]
+    else:
+        sources = cfg.sources
+    if not sources:
+        raise RetrieverError("nothing to sync: name folders (retriever sync PATH ...) or list them under `sources:` "
+                             "in parameter.yaml")
+    default = args.collection if args.collection is not None else cfg.collection_name
+    groups: dict[str, list[Any]] = {}
+    for source in sources:
+        groups.setdefault(source.collection or default, []).append(source)
+    reports = []
+    for name, group in groups.items():
+        engine = _retriever(args)
+        engine.init(collection_name=name)
+        reports.append(engine.sync(group, progress=_Progress("sync")))
+    print(json.dumps(reports[0] if len(reports) == 1 else {"collections": reports}, indent=2))
+    worked = sum(r["files"] - r["failed"] for r in reports)
+    return 2 if worked == 0 and any(r["failed"] for r in reports) else 0
+
+
+class _Progress:
+    """A line on stderr at most once a second, and at the end: files done, their rate, the file."""
+
+    def __init__(self, what: str) -> None:
+        self.what, self.start, self.last = what, time.monotonic(), 0.0
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        now = time.monotonic()
+        if now - self.last >= 1.0 or done == total:
+            self.last = now
+            rate = done / max(now - self.start, 1e-9)
+            print(f"{self.what}: {done}/{total} files ({rate:.1f}/s) {name}", file=sys.stderr, flush=True)
+
+
 def cmd_delete(args: argparse.Namespace) -> int:
     engine = _engine(args)
     print(json.dumps(engine.delete(args.ids or None, _filters(args.filters))))

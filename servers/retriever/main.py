@@ -147,7 +147,7 @@ def _version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    from .cli import _positive, cmd_add, cmd_compare, cmd_delete, cmd_eval, cmd_index, cmd_search
+    from .cli import _positive, cmd_add, cmd_compare, cmd_delete, cmd_eval, cmd_index, cmd_search, cmd_sync
     from .search.rankers import MODES
 
     p = argparse.ArgumentParser(prog="retriever", description="MCP retrieval server: dense + BM25 search")
@@ -205,6 +205,11 @@ def parser() -> argparse.ArgumentParser:
                         "sparse load no embedding model)")
     s.set_defaults(fn=cmd_index)
 
+    s = add("sync", "bring collections in step with folders of files: new, changed, moved and removed files")
+    s.add_argument("paths", nargs="*", type=Path, help="folders to sync (default: the YAML's sources)")
+    s.add_argument("--collection", help="the collection the named folders fill (default: the YAML's collection_name)")
+    s.set_defaults(fn=cmd_sync)
+
     s = add("search", "search the saved indexes")
     s.add_argument("text", help="the query")
     s.add_argument("-k", type=_positive, default=10, help="hits to show (default 10)")
@@ -248,14 +253,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+SERVERS = ("serve", "deploy")  # long-running: malloc bounded (memory.py)
+
+
 def main(argv: list[str] | None = None) -> int:
     from .memory import bound_malloc, start_up
 
-    bound_malloc()
     with start_up():  # no garbage collection while the libraries import (memory.py)
         from .logs import setup_logging
 
         args = parser().parse_args(argv)
+        if args.command in SERVERS:  # a batch command keeps glibc's defaults: bounding costs it memory (docs/storage.md)
+            bound_malloc()
         setup_logging(args.log_level)
         if args.fn is cmd_serve:  # on until the server has loaded: it calls memory.started()
             return _run(args)

@@ -39,15 +39,26 @@ def opened(engine: Retriever) -> None:
                 engine.init()
 
 
+# A chunk of a file (sync, ingest by path) cites where it is: these fields go to the hit's `source`
+CITATION = ("path", "page", "heading", "start", "end", "modified", "doc_title")
+BOOKKEEPING = ("source_id", "sync_source", "size", "mtime_ns", "sha256", "split_id")  # sync's own, not shown
+
+
 def _hit(h: Hit) -> dict[str, Any]:
-    return {"id": h.id, "text": h.text, "score": round(h.score, 4), "metadata": h.metadata}
+    meta = h.metadata
+    if "path" not in meta or "source_id" not in meta:
+        return {"id": h.id, "text": h.text, "score": round(h.score, 4), "metadata": meta}
+    source = {"document": meta["source_id"], **{k: meta[k] for k in CITATION if k in meta}}
+    rest = {k: v for k, v in meta.items() if k not in CITATION and k not in BOOKKEEPING}
+    return {"id": h.id, "text": h.text, "score": round(h.score, 4), "source": source, "metadata": rest}
 
 
 # ---- search -----------------------------------------------------------------------------------
 
 SEARCH_DOC = ("Search the document collection. mode: hybrid (default, best: meaning + keywords), dense (meaning) "
               "or bm25 (exact words). Returns per query its hits, best first: id, text, score (0..1, higher is "
-              "better, comparable within one mode), metadata. Read more of a hit with get_document.")
+              "better, comparable within one mode), metadata; a chunk of a file has `source` (document, path, page, "
+              "heading, start/end) to cite. Read more with get_document (the document id, or around: N).")
 
 
 class SearchRequest(Request):
@@ -61,7 +72,8 @@ class SearchRequest(Request):
 
 
 _HIT = {"type": "object", "properties": {"id": {"type": "string"}, "text": {"type": "string"},
-                                         "score": {"type": "number"}, "metadata": {"type": "object"}},
+                                         "score": {"type": "number"}, "metadata": {"type": "object"},
+                                         "source": {"type": "object"}},
         "required": ["id", "text", "score"]}
 _WARNINGS = {"type": "array", "items": {"type": "string"}}
 SEARCH_SCHEMA = {"type": "object", "properties": {
@@ -93,7 +105,8 @@ def search(engine: Retriever, r: SearchRequest) -> Payload:
 
 # ---- documents --------------------------------------------------------------------------------
 
-GET_DOC = "Read documents by id: text and metadata, and with `around` the chunks before and after each."
+GET_DOC = ("Read documents by id: text and metadata, and with `around` the chunks before and after each; a "
+           "file's document id (a hit's source.document) gives the whole file's text.")
 
 
 class GetRequest(Request):
@@ -110,7 +123,7 @@ GET_SCHEMA = {"type": "object", "properties": {
 
 
 def get_document(engine: Retriever, r: GetRequest) -> Payload:
-    from ..documents.windows import merge, neighbours
+    from ..documents.windows import merge, neighbours, whole
 
     opened(engine)
     fetch = engine.fetcher("get_document", r.collection)
@@ -119,8 +132,14 @@ def get_document(engine: Retriever, r: GetRequest) -> Payload:
     docs, missing = [], []
     for doc_id in ids:
         doc = found.get(doc_id)
-        if doc is None:
-            missing.append(doc_id)
+        if doc is None:  # a document's id (a file's path): its chunks merged
+            chunks = whole(fetch, doc_id, engine.config.limits.max_chunks)
+            if not chunks:
+                missing.append(doc_id)
+                continue
+            meta = {k: v for k, v in chunks[0].metadata.items() if k not in ("start", "end", "split_id", "page",
+                                                                                 "heading")}
+            docs.append({"id": doc_id, "text": merge(chunks), "metadata": {**meta, "chunks": len(chunks)}})
             continue
         entry: dict[str, Any] = {"id": doc.id, "text": doc.text, "metadata": doc.metadata}
         if r.around:
@@ -150,7 +169,7 @@ class IngestRequest(Request):
     text: Annotated[str | None, Field(description="The document's text (or give path).")] = None
     format: Annotated[Literal["text", "markdown", "html"], Field(description="How to read text.")] = "text"
     path: Annotated[str | None, Field(description="A file inside the folders the server allows.")] = None
-    source_id: Annotated[str | None, Field(description="The document's id (default with a path: the file name).")] = None
+    source_id: Annotated[str | None, Field(description="The document's id (default with a path: the path as given).")] = None
     metadata: Annotated[dict[str, Any] | None, Field(description="Fields kept on every chunk.")] = None
 
 

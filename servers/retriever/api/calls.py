@@ -3,10 +3,12 @@ tool's arguments meet the engine. Runs on a worker thread (the engine's calls bl
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError
 from ..search import deployed, rerank
+from ..security.limits import check_count
 from ..types import Hits, Payload
 from . import llm_calls
 from .hits import FUSION, HITS, SEARCHED, depth, shape
@@ -81,20 +83,52 @@ def add(engine: Retriever, r: AddRequest) -> Payload:
 
 
 def ingest(engine: Retriever, r: IngestRequest) -> Payload:
-    """A document from the call's text or a file inside the allowed roots, parsed and chunked."""
-    from ..documents.parse import parse_file, parse_text
+    """A document from the call's text, or a file inside the allowed roots parsed by its format
+    (sources/formats.py) into chunks that cite their page and heading; a folder inside the
+    allowed roots is synced (its files' ids: the folder's id, '/', their path in it)."""
+    from ..documents.parse import parse_text
 
     if (r.text is None) == (r.path is None):
         raise InvalidInputError("retriever_ingest takes `text` or `path`, one of them")
-    if r.path is not None:
-        path = engine.resolve_path(r.path, "path")
-        parsed, source = parse_file(path, limits=engine.config.limits), r.source_id or path.name
-    else:
+    if r.path is None:
         if not r.source_id:
             raise InvalidInputError("retriever_ingest: a document sent as text needs a source_id")
-        parsed, source = parse_text(r.text or "", r.format), r.source_id
-    metadata = {**({"doc_title": parsed.title} if parsed.title else {}), **(r.metadata or {})}
-    return engine.ingest(source, parsed.text, metadata)
+        parsed = parse_text(r.text or "", r.format)
+        metadata = {**({"doc_title": parsed.title} if parsed.title else {}), **(r.metadata or {})}
+        return engine.ingest(r.source_id, parsed.text, metadata)
+    path = engine.resolve_path(r.path, "path")
+    source = r.source_id or _path_id(engine, r.path, path)
+    if path.is_dir():
+        from ..config import SourceConfig
+
+        if r.metadata:
+            raise InvalidInputError("retriever_ingest: metadata is for one file; a folder's files carry their own")
+        return engine.sync([SourceConfig(path=path, name=source)])
+    return engine.ingest_records(source, file_records(engine, path, source, r.metadata or {}))
+
+
+def _path_id(engine: Retriever, given: str, path: Path) -> str:
+    """A file's id: its path relative to the YAML's folder where it lies inside it, else as given
+    (two files of one name in two folders never share an id)."""
+    base = (engine.base_dir or Path.cwd()).resolve()
+    rel = path.relative_to(base).as_posix() if path.is_relative_to(base) else Path(given).as_posix()
+    return rel.lstrip("/") or path.name
+
+
+def file_records(engine: Retriever, path: Path, source: str, metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    from ..engine.ingest import chunking
+    from ..sources.formats import parse_path
+    from ..sources.records import FileStamp, chunk_records
+    from ..sources.walk import sha256_of
+
+    limits = engine.config.limits
+    parsed = parse_path(path, limits, source)
+    st = path.stat()
+    stamp = FileStamp(None, source, st.st_size, st.st_mtime_ns, sha256_of(path))
+    records = chunk_records(source, parsed, stamp, chunking(engine.config), limits.max_chunks)
+    check_count(f"retriever_ingest: chunks of {source!r}", len(records), "max_chunks", limits.max_chunks,
+                "send a shorter document or cut it with larger chunking.length; nothing was added")
+    return [{**metadata, **rec} for rec in records]
 
 
 def image_corpus(engine: Retriever, r: ImageCorpusRequest) -> Payload:

@@ -39,6 +39,7 @@ from .serving import (
     SecurityConfig,
     ToolsConfig,
 )
+from .sources import SourceConfig, check_sources
 from .websearch import ExaConfig, TavilyConfig, WebsearchConfigs, ZhipuAIConfig  # noqa: F401  (re-exported)
 
 # The index backends: each name has its case in indexes.backend_for (mypy checks the match is exhaustive).
@@ -223,8 +224,15 @@ class Config(Section):
     # a cross-encoder stage on every search; a learned-sparse retriever (config/ranking.py)
     rerank: Annotated[RerankConfig, BeforeValidator(none_as_empty)] = RerankConfig()
     sparse: Annotated[SparseConfig, BeforeValidator(none_as_empty)] = SparseConfig()
+    # folders of files kept in sync with a collection (`retriever sync`, config/sources.py)
+    sources: Annotated[list[SourceConfig], BeforeValidator(lambda v: [] if v is None else v)] = []
     # UltraRAG's client fills `path` (the server's launcher) into a server's parameter file; kept, unused
     path: str | None = None
+
+    @model_validator(mode="after")
+    def _sources_distinct(self) -> Config:
+        check_sources(self.sources, self.collection_name)
+        return self
 
     @model_validator(mode="after")
     def _demo_needs_milvus(self) -> Config:

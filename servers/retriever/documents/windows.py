@@ -24,6 +24,19 @@ def neighbours(fetch: Fetch, doc: Document, before: int, after: int) -> list[Doc
             if n == split or f"{source}:{n}" in found]
 
 
+def whole(fetch: Fetch, source: str, most: int, block: int = 256) -> list[Document]:
+    """All the chunks `<source>:0`, `<source>:1`, ... of a document, in order (at most `most`)."""
+    out: list[Document] = []
+    while len(out) < most:
+        ids = [f"{source}:{n}" for n in range(len(out), min(len(out) + block, most))]
+        found = fetch(ids)
+        for i in ids:
+            if i not in found:
+                return out
+            out.append(found[i])
+    return out
+
+
 def rows_of(collection: Collection) -> Fetch:
     """`fetch` over a collection's rows."""
     return lambda ids: {i: collection.get(collection.row_of[i]) for i in ids if i in collection.row_of}

@@ -8,8 +8,9 @@ from dataclasses import replace
 from typing import Any
 
 from ..indexes import Change
+from ..indexes.bm25 import BM25Index
 from ..search import learned_sparse
-from ..session import Session, bm25_after
+from ..session import Session, bm25_after, bm25_manifest, build_bm25
 from ..store.catalog import remember_corpus
 from ..store.collection import ChangeLog, Collection
 from ..store.manifests import corpus_manifest
@@ -35,7 +36,18 @@ def commit(s: Session, changes: ChangeLog, progress: bool) -> Session:
     change = Change(added, vectors, sorted(gone), collection.row_of, changes.generation)
     dense = s.dense.apply(change) if s.dense is not None else None
     bm25 = bm25_after(nxt, s.bm25, progress) if s.bm25 is not None and len(collection) else None
+    if bm25 is None and s.docs is None and len(collection) and not s.config.is_multimodal:
+        bm25 = first_bm25(nxt, progress)
     nxt = replace(nxt, dense=dense, bm25=bm25)
     if added:
         learned_sparse.follow(nxt)  # the learned-sparse index, where there is one, encodes the added now
     return nxt
+
+
+def first_bm25(s: Session, progress: bool) -> BM25Index:
+    """A collection filled only by adds, ingests and syncs gets its BM25 index with its first
+    documents (then it follows the log as a delta), so hybrid search, the agent's default,
+    answers there too."""
+    index = build_bm25(s, progress)
+    index.save(s.config.paths().bm25, bm25_manifest(s))
+    return index

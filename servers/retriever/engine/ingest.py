@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import ChunkingConfig, Config, SourceConfig
 from ..documents.split import chunk_records, chunks_of
 from ..errors import InvalidInputError
 from ..filters import parse as parse_filter
@@ -16,17 +17,33 @@ from ..store.collection import parse_documents
 from .documents import documents_of
 
 
+def chunking(cfg: Config) -> ChunkingConfig:
+    """The YAML's chunking, or where it cuts nothing (`by: none`) a source's default: a long
+    document as one record is found by neither dense search (the model reads its start) nor BM25."""
+    return cfg.chunking if cfg.chunking.by != "none" else SourceConfig.model_fields["chunking"].default
+
+
 def ingest(s: Session, source_id: str, text: str, metadata: dict[str, Any],
            progress: bool) -> tuple[Session, dict[str, Any]]:
-    if not source_id or ":" in source_id:
-        raise InvalidInputError(f"retriever_ingest: source_id must be non-empty without ':', got {source_id!r}")
+    check_source_id(source_id)
     limit = s.config.limits.max_chunks
-    chunks = chunks_of(text, s.config.chunking, limit)
+    chunks = chunks_of(text, chunking(s.config), limit)
     check_count(f"retriever_ingest: chunks of {source_id!r}", len(chunks), "max_chunks", limit,
                 "send a shorter document or cut it with larger chunking.length; nothing was added")
-    if not chunks:
+    return ingest_records(s, source_id, list(chunk_records(metadata, text, chunks, source_id)), progress)
+
+
+def check_source_id(source_id: str) -> None:
+    if not source_id or ":" in source_id:
+        raise InvalidInputError(f"retriever_ingest: source_id must be non-empty without ':', got {source_id!r}")
+
+
+def ingest_records(s: Session, source_id: str, records: list[dict[str, Any]],
+                   progress: bool) -> tuple[Session, dict[str, Any]]:
+    """A document's chunk records (ids `<source_id>:<n>`) in, its chunks from before that are left over out."""
+    if not records:
         raise InvalidInputError(f"retriever_ingest: {source_id!r} has no text")
-    docs = parse_documents(list(chunk_records(metadata, text, chunks, source_id)))
+    docs = parse_documents(records)
     where = documents_of(s)
     s, report = where.add(s, docs, progress)
     # the source's chunks from an earlier, longer version: removed once the new ones are in

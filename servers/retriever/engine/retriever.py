@@ -7,6 +7,7 @@ parameter.yaml, for that call only.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Config, HybridConfig, load_config
+from ..config import Config, HybridConfig, SourceConfig, load_config
 from ..embedders import Embedder
 from ..errors import (
     IndexMismatchError,
@@ -57,7 +58,8 @@ class Retriever:
         self.shared = shared  # served to many clients (HTTP): retriever_init may not change the settings
         self.ultrarag = False  # tool arguments read with UltraRAG's meanings (pipeline/ultrarag.py)
         self.session: Session | None = None
-        self._write_lock = threading.Lock()  # one build at a time; searches never wait on it
+        self._write_lock = threading.RLock()  # one build at a time; searches wait on it only to reload
+        self._stamp: tuple[Any, ...] = ()  # the published files the session was read from (disk_stamp)
         self._others = Others()  # other collections opened by fan-out searches and collection_name
 
     @classmethod
@@ -82,6 +84,7 @@ class Retriever:
             if overrides.get("corpus_path") is None:
                 cfg = recorded_corpus(cfg)
             check_backend(cfg)
+            self._stamp = disk_stamp(cfg)
             self.session = open_session(cfg)
             self._others.clear()
             return self.status()
@@ -109,16 +112,27 @@ class Retriever:
             out["runtime_reason"] = s.embedder.runtime_reason
         out["dense_index"] = len(s.dense) if s.dense is not None else None
         out["bm25_index"] = documents_of(s).text_documents(s)
+        out["generation"] = s.collection.changes.generation  # of the change log this session serves
         if s.warnings:
             out["warnings"] = list(s.warnings)
         return out
 
     def need(self, tool: str) -> Session:
-        """The current session, or an error that says to call retriever_init."""
+        """The current session, or an error that says to call retriever_init. What another process
+        published since (a sync, `retriever index`, an add) is loaded first: a search answers from
+        the newest published collection, never from one a writer has replaced."""
         s = self.session
         if s is None:
             raise NotInitializedError(tool)
-        return s
+        if self._stamp != disk_stamp(s.config):
+            with self._write_lock:
+                s = self.session
+                if s is not None and self._stamp != (stamp := disk_stamp(s.config)):
+                    log.info("%s: the collection was published anew by another writer; loading it", tool)
+                    self._stamp = stamp  # before the load: a publish during it is seen next time
+                    s = self.session = _reopen(s)
+                    self._others.clear()
+        return s  # type: ignore[return-value]
 
     def _need_embedder(self, tool: str) -> tuple[Session, Embedder]:
         s = self.need(tool)
@@ -142,7 +156,10 @@ class Retriever:
                 if (on_disk or {}).get("generation", 0) != s.collection.changes.generation:
                     log.warning("%s: the collection was changed by another process; reloading it first", tool)
                     s = self.session = open_session(s.config, s.embedder)
-                yield s
+                try:
+                    yield s
+                finally:  # what this write published is what the session holds (the lock keeps others out)
+                    self._stamp = disk_stamp(s.config)
 
     def _publish(self, s: Session, **changes: Any) -> None:
         """Swap in a session with new indexes (a single attribute store: atomic for readers).
@@ -282,6 +299,31 @@ class Retriever:
             self.session, report = ingest(s, source_id, text, metadata or {}, progress)
             return report
 
+    def sync(self, sources: Sequence[SourceConfig], progress: Callable[[int, int, str], None] | None = None,
+             ) -> dict[str, Any]:
+        """Bring the selected collection in step with `sources`' folders (engine/sync.py)."""
+        import time
+
+        from .sync import Syncer, Tally
+
+        start = time.perf_counter()
+        tally = Tally()
+        with self._writing("sync_sources") as s:
+            for source in sources:
+                Syncer(s, source, tally, lambda nxt: setattr(self, "session", nxt), progress).run()
+                s = self.need("sync_sources")
+            return {"collection": s.config.collection_name, "sources": [src.name for src in sources],
+                    **tally.report(), "documents": len(s.collection), "wall_seconds": round(time.perf_counter() - start, 3)}
+
+    def ingest_records(self, source_id: str, records: list[dict[str, Any]], progress: bool = False) -> dict[str, Any]:
+        """A document already cut into chunk records `<source_id>:<n>` (a file's, with its citations)."""
+        from .ingest import check_source_id, ingest_records
+
+        check_source_id(source_id)
+        with self._writing("retriever_ingest") as s:
+            self.session, report = ingest_records(s, source_id, records, progress)
+            return report
+
     def delete(self, ids: Sequence[str] | None = None, filters: dict[str, Any] | None = None,
                progress: bool = False) -> dict[str, Any]:
         """Delete documents by id and/or by filter; unknown ids are reported, not an error."""
@@ -385,6 +427,33 @@ class Retriever:
         path = Path(given)
         path = path if path.is_absolute() or self.base_dir is None else self.base_dir / path
         return check_path(path, self.base_config, self.base_dir, what)
+
+
+def _reopen(s: Session, tries: int = 3) -> Session:
+    """`s`'s collection loaded again; a writer that publishes during the load removes the version
+    being read, so a missing file means: read the newer one."""
+    for attempt in range(tries):
+        try:
+            return open_session(s.config, s.embedder)
+        except FileNotFoundError:
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def disk_stamp(cfg: Config) -> tuple[Any, ...]:
+    """Each published manifest the session loads from (change log, FAISS, BM25): its inode, size
+    and mtime. Publishing renames a new folder into place, so a new publish changes it; three
+    stat calls per search."""
+    paths = cfg.paths()
+    out: list[Any] = []
+    for folder in (paths.docs, paths.faiss, paths.bm25):
+        try:
+            st = os.stat(folder / "manifest.json")
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
 
 
 def _kind(s: Session, mode: str, h: HybridConfig, query_instruction: str | None) -> Ranker:

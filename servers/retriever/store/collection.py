@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -155,6 +155,12 @@ class Collection:
         replaced = [self.row_of[d.id] for d in docs if d.id in self.row_of]
         stacked = vectors if log.vectors is None else np.concatenate([log.vectors, vectors])
         return ChangeLog(log.docs + tuple(docs), stacked, _union(log.deleted, replaced), log.generation + 1, model)
+
+    def with_changes(self, docs: Sequence[Document], vectors: np.ndarray | None, model: str | None,
+                     deleted: Iterable[int]) -> ChangeLog:
+        """`docs` added and `deleted` rows tombstoned in one new log: a reader sees both or neither."""
+        log = self.with_added(docs, vectors, model) if docs else self.with_deleted(())
+        return replace(log, deleted=_union(log.deleted, deleted))
 
     def with_deleted(self, rows: Iterable[int]) -> ChangeLog:
         log = self.changes  # the change log so far
