@@ -161,6 +161,11 @@ class Retriever:
                 finally:  # what this write published is what the session holds (the lock keeps others out)
                     self._stamp = disk_stamp(s.config)
 
+    def _set(self, s: Session) -> None:
+        """Serve `s`, which this process just published (under the write locks)."""
+        self.session = s
+        self._stamp = disk_stamp(s.config)
+
     def _publish(self, s: Session, **changes: Any) -> None:
         """Swap in a session with new indexes (a single attribute store: atomic for readers).
         Called under the write lock, so `s` is still the current session."""
@@ -310,7 +315,7 @@ class Retriever:
         tally = Tally()
         with self._writing("sync_sources") as s:
             for source in sources:
-                Syncer(s, source, tally, lambda nxt: setattr(self, "session", nxt), progress).run()
+                Syncer(s, source, tally, self._set, progress).run()
                 s = self.need("sync_sources")
             return {"collection": s.config.collection_name, "sources": [src.name for src in sources],
                     **tally.report(), "documents": len(s.collection), "wall_seconds": round(time.perf_counter() - start, 3)}

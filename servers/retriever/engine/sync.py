@@ -19,7 +19,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ import numpy as np
 from ..config.sources import SourceConfig
 from ..errors import NotYetSupportedError, RetrieverError
 from ..security.limits import check_cancel
-from ..session import Session
+from ..session import Session, bm25_manifest, build_bm25
 from ..sources.formats import parse_path
 from ..sources.records import FileStamp, chunk_records
 from ..sources.walk import File, doc_id, sha256_of, walk
@@ -37,7 +37,6 @@ from . import changes
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int, str], None]  # files done, files in all, what is happening
-BATCH_CHUNKS = 2048  # chunks per commit
 BATCH_SECONDS = 20.0  # at most this long between two commits (what a kill can cost)
 
 
@@ -104,13 +103,14 @@ def _key(text: str) -> bytes:
 class Batch:
     """Chunks to add and rows to drop, committed together."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
+        self.size = size
         self.docs: list[Document] = []
         self.drop: list[int] = []
         self.since = time.monotonic()
 
     def due(self) -> bool:
-        return len(self.docs) >= BATCH_CHUNKS or time.monotonic() - self.since > BATCH_SECONDS
+        return len(self.docs) >= self.size or time.monotonic() - self.since > BATCH_SECONDS
 
 
 class Syncer:
@@ -127,7 +127,8 @@ class Syncer:
         self.cache: dict[bytes, np.ndarray] = {}
         if vectors is not None and s.embedder is not None and s.collection.changes.model == s.embedder.model_id:
             self.cache = {_key(d.text): vectors[i] for i, d in enumerate(docs)}
-        self.batch = Batch()
+        self.batch = Batch(self.source.commit_chunks)
+        self.committed = False
 
     def run(self) -> None:
         t = self.tally
@@ -148,7 +149,7 @@ class Syncer:
             except Exception as e:  # noqa: BLE001 - one bad file is listed; the others go on
                 t.failed += 1
                 t.errors.append({"path": f.rel, "error": self._message(e)})
-                log.warning("sync: %s: %s", f.rel, t.errors[-1]["error"])
+                log.warning("sync: %s", t.errors[-1]["error"])
             if self.batch.due():
                 self.commit()
             if self.progress is not None:
@@ -158,6 +159,21 @@ class Syncer:
             t.deleted += 1
             t.chunks_deleted += len(h.rows)
         self.commit()
+        self.settle_bm25()
+
+    def settle_bm25(self) -> None:
+        """BM25 rebuilt over the live chunks once the sync has changed any: between commits it
+        follows as a delta, whose statistics (document count, lengths, idf) are the base's; after
+        a sync its scores are what a fresh index of the folder gives."""
+        s = self.s
+        if not self.committed or s.bm25 is None:
+            return
+        start = time.perf_counter()
+        index = build_bm25(s, progress=False)
+        index.save(s.config.paths().bm25, bm25_manifest(s))
+        self.s = replace(s, bm25=index)
+        self.publish(self.s)
+        self.tally.seconds["index"] += time.perf_counter() - start
 
     def _message(self, e: Exception) -> str:
         text = str(e) if isinstance(e, RetrieverError) else f"{type(e).__name__}: {e}"
@@ -242,9 +258,10 @@ class Syncer:
         model = self.s.embedder.model_id if self.s.embedder is not None else None
         log_ = self.s.collection.with_changes(b.docs, vectors, model, b.drop)
         self.s = changes.commit(self.s, log_, progress=False)
+        self.committed = True
         self.publish(self.s)
         self.tally.seconds["index"] += time.perf_counter() - start
-        self.batch = Batch()
+        self.batch = Batch(self.source.commit_chunks)
 
 
 def _format_of(rel: str) -> str:

@@ -1,0 +1,209 @@
+"""A folder of real files in their real formats (retriever/testing/folders.py), kept in sync with a
+collection: parsed with its pages and headings, searched over MCP with citations, then edited,
+deleted, renamed, touched and killed mid-sync, each time ending equal to a fresh sync of the same
+folder (ids, texts, metadata and search results)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import BIN, engine_for, run_cli, write_project
+from fastmcp import Client
+from retriever.mcp.server import build_server
+from retriever.sources.formats import parse_path
+from retriever.testing.folders import FILLER, MARKERS, make_folder
+
+REFUSED = {"broken/bad.pdf": "not a readable PDF", "broken/picture.png": ".png files are not read"}
+
+
+def project(root: Path, docs: Path, out: str = "out", **source: Any) -> Path:
+    """A project whose only documents are `docs`' files (no corpus file)."""
+    return write_project(root, corpus="", corpus_path=None, embedding_path=f"{out}/embedding.npy", docs_path=f"{out}/docs",
+                         index_backend_configs={"faiss": {"index_path": f"{out}/faiss"}},
+                         backend_configs={"bm25": {"save_path": f"{out}/bm25"}},
+                         sources=[{"path": str(docs), **source}])
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    make_folder(tmp_path / "docs")
+    return tmp_path / "docs"
+
+
+def synced(config: Path) -> tuple[Any, dict[str, Any]]:
+    e = engine_for(config)
+    e.init()
+    return e, e.sync(e.config.sources)
+
+
+def snapshot(e: Any) -> dict[str, Any]:
+    """Every live document (id -> text and metadata) and every marker's score of every document
+    per mode (a ranking of all of them: files share their filler text, so ties abound)."""
+    s = e.need("test")
+    c = s.collection
+    docs = {c.ids[r]: (c.get(r).text, c.get(r).metadata) for r in c.live_rows().tolist()}
+    queries = list(MARKERS) + ["filler text about the weather", "lanterns"]
+    k = len(docs)
+    found = {mode: [ranked(row) for row in e.find("test", kind, queries, k)]
+             for mode, kind in (("dense", _kind("dense")), ("bm25", _kind("bm25")))}
+    found["hybrid"] = [ranked(row) for row in e.hybrid_search(queries, k)]
+    return {"docs": docs, "found": found}
+
+
+def ranked(hits: list[Any]) -> dict[str, float]:
+    return {h.id: h.score for h in hits}
+
+
+def assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
+    """The same documents, and the same scores within 0.002: a text embedded in another batch
+    (another padding length) may differ in the last bits of bf16 or int8 arithmetic."""
+    assert a["docs"] == b["docs"]
+    for mode, rows in a["found"].items():
+        for x, y in zip(rows, b["found"][mode], strict=True):
+            assert x.keys() == y.keys(), mode
+            worst = max((abs(x[i] - y[i]) for i in x), default=0.0)
+            assert worst < 2e-3, (mode, worst)
+
+
+def _kind(mode: str) -> Any:
+    from retriever.search import BM25, Dense
+
+    return Dense() if mode == "dense" else BM25()
+
+
+def test_each_format_parses_with_its_page_slide_or_heading(docs: Path) -> None:
+    for marker, where in MARKERS.items():
+        parsed = parse_path(docs / where["path"], name=where["path"])
+        sections = [s for s in parsed.sections if marker in " ".join(s.text.split())]
+        assert len(sections) == 1, (where["path"], [s.text[:80] for s in parsed.sections])
+        assert sections[0].page == where.get("page"), where
+        if "heading" in where:
+            assert " > ".join(sections[0].heading) == where["heading"], where
+    html = parse_path(docs / "web" / "latin.html")
+    assert html.meta["encoding"] != "utf-8" and "var x" not in html.sections[0].text  # Latin-1, found; no script
+    deck = parse_path(docs / "slides" / "deck.pptx")
+    assert [s.page for s in deck.sections] == [1, 2, 3] and deck.sections[1].text.count("Harbour upkeep") == 1
+    for rel, why in REFUSED.items():
+        with pytest.raises(Exception, match=why):
+            parse_path(docs / rel, name=rel)
+
+
+def test_a_synced_folder_is_searched_over_mcp_and_each_hit_cites_its_place(docs: Path, tmp_path: Path) -> None:
+    e, report = synced(project(tmp_path / "p", docs))
+    assert report["failed"] == 2 and {x["path"]: x["error"] for x in report["errors"]}.keys() == REFUSED.keys()
+    assert all(why in {x["path"]: x["error"] for x in report["errors"]}[rel] for rel, why in REFUSED.items())
+    assert str(docs) not in json.dumps(report)  # no server path in what a caller reads
+    assert report["new"] == report["files"] - 2
+
+    async def run() -> tuple[Any, Any]:
+        async with Client(build_server(e)) as client:  # the agent profile: its default search is hybrid
+            found = await client.call_tool("search", {"query": list(MARKERS), "top_k": 1})
+            whole = await client.call_tool("get_document", {"ids": ["guide/manual.pdf", "a/README.md:0"]})
+            return json.loads(found.content[0].text), json.loads(whole.content[0].text)
+
+    found, whole = asyncio.run(run())
+    for row, (marker, where) in zip(found["results"], MARKERS.items()):
+        hit = row["hits"][0]
+        assert marker in " ".join(hit["text"].split()), (marker, hit)
+        source = hit["source"]
+        assert source["path"] == where["path"] and source["document"] == where["path"]
+        assert source.get("page") == where.get("page") and source.get("heading") == where.get("heading", source.get(
+            "heading")) and source["modified"].endswith("+00:00")
+        assert "sha256" not in hit["metadata"] and "mtime_ns" not in hit["metadata"]
+    pdf, chunk = whole["documents"]
+    assert pdf["id"] == "guide/manual.pdf" and all(m in pdf["text"] for m in list(MARKERS)[2:4])
+    assert chunk["id"] == "a/README.md:0" and whole["missing"] == []
+
+
+def test_same_named_files_in_two_folders_are_two_documents(docs: Path, tmp_path: Path) -> None:
+    e, _ = synced(project(tmp_path / "p", docs))
+    ids = set(e.need("t").collection.row_of)
+    assert {"a/README.md:0", "b/README.md:0"} <= ids
+    # ingest_document's default id is the path too: a second README never replaces the first
+    (tmp_path / "p" / "x").mkdir()
+    (tmp_path / "p" / "y").mkdir()
+    for folder in ("x", "y"):
+        shutil.copy(docs / f"{'a' if folder == 'x' else 'b'}" / "README.md", tmp_path / "p" / folder / "README.md")
+
+    async def run() -> list[Any]:
+        async with Client(build_server(e)) as client:
+            return [json.loads((await client.call_tool("ingest_document", {"path": f"{f}/README.md"})).content[0].text)
+                    for f in ("x", "y")]
+
+    first, second = asyncio.run(run())
+    assert first["source_id"] == "x/README.md" and second["source_id"] == "y/README.md" and second["removed"] == 0
+    assert {"x/README.md:0", "y/README.md:0"} <= set(e.need("t").collection.row_of)
+
+
+def change(docs: Path) -> None:
+    """An edit, a deletion, a rename, a touch (same bytes, new mtime) and a new file."""
+    with (docs / "a" / "README.md").open("a") as f:
+        f.write("\n## Addendum\n\nPlum kites are flown by retired astronomers.\n")
+    (docs / "b" / "README.md").unlink()
+    (docs / "guide" / "manual.pdf").rename(docs / "guide" / "manual-v2.pdf")
+    later = time.time() + 5
+    os.utime(docs / "LICENSE", (later, later))
+    (docs / "c").mkdir()
+    (docs / "c" / "README.md").write_text(f"# Gamma\n\nAmber moles tunnel under the observatory.\n\n{FILLER}\n")
+
+
+def test_edits_deletions_renames_then_a_sync_equal_a_fresh_sync(docs: Path, tmp_path: Path) -> None:
+    e, _ = synced(project(tmp_path / "p", docs))
+    again = e.sync(e.config.sources)
+    assert again["unchanged"] == again["files"] - 2 and again["embedded"] == 0 and again["chunks_added"] == 0
+    change(docs)
+    after = e.sync(e.config.sources)
+    assert (after["new"], after["changed"], after["moved"], after["touched"], after["deleted"]) == (1, 1, 1, 1, 1)
+    # only the new texts are embedded: the edited file's unchanged chunks, the move and the touch reuse vectors
+    assert 0 < after["embedded"] <= 3 and after["reused"] > 0
+    fresh, _ = synced(project(tmp_path / "q", docs, out="fresh"))
+    assert_same(snapshot(e), snapshot(fresh))
+    ids = set(e.need("t").collection.row_of)
+    assert "guide/manual-v2.pdf:0" in ids and not any(i.startswith(("guide/manual.pdf", "b/README.md")) for i in ids)
+
+
+def test_a_sync_killed_mid_way_loses_nothing_and_the_next_finishes(docs: Path, tmp_path: Path) -> None:
+    for n in range(150):  # enough files for several commits of 8 chunks before the kill
+        (docs / "many" / f"{n // 50}").mkdir(parents=True, exist_ok=True)
+        (docs / "many" / f"{n // 50}" / f"note{n}.txt").write_text(f"Note {n} is about the number {n * 7919}. {FILLER}")
+    config = project(tmp_path / "p", docs, commit_chunks=8)
+    proc = subprocess.Popen([str(BIN / "retriever"), "sync", "--config", str(config)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    manifest = tmp_path / "p" / "out" / "docs" / "manifest.json"
+    deadline = time.monotonic() + 180
+    while not manifest.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)  # a few more commits
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL and proc.stdout is not None and proc.stdout.read() == b""
+    part = engine_for(config)
+    part.init()
+    held = len(part.need("t").collection)
+    e, report = synced(config)
+    assert 0 < held < len(e.need("t").collection), "the kill came before the first commit or after the last"
+    assert report["unchanged"] > 0 and report["new"] > 0
+    fresh, _ = synced(project(tmp_path / "q", docs, out="fresh"))
+    assert_same(snapshot(e), snapshot(fresh))
+
+
+def test_the_cli_syncs_named_folders_and_exits_2_only_when_nothing_worked(docs: Path, tmp_path: Path) -> None:
+    config = project(tmp_path / "p", docs)
+    proc = run_cli("sync", "--config", str(config), str(docs / "a"), str(docs / "b"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["new"] == 2 and report["sources"] == ["a", "b"] and "sync: 1/1 files" in proc.stderr
+    assert "another writer" not in proc.stderr  # its own commits are not taken for another process's
+    bad = tmp_path / "bad"
+    (bad).mkdir()
+    shutil.copy(docs / "broken" / "bad.pdf", bad / "bad.pdf")
+    proc = run_cli("sync", "--config", str(config), str(bad))
+    assert proc.returncode == 2 and json.loads(proc.stdout)["errors"][0]["path"] == "bad.pdf"
