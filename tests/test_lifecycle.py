@@ -261,14 +261,15 @@ def test_a_bm25_index_ahead_of_a_restored_log_is_rebuilt(tmp_path: Path, built_p
     assert e.bm25_search(QUOKKA, top_k=1)[0][0].id == "n1"
 
 
-def test_a_collection_without_a_corpus_file_is_told_what_it_lacks(tmp_path: Path) -> None:
-    """Issue 30: after adds to a collection with no corpus file, hybrid named embed and index
-    (which that collection cannot run); it names what is missing, and following it works."""
+def test_a_collection_without_a_corpus_file_answers_hybrid_after_its_first_add(tmp_path: Path) -> None:
+    """Issue 30 named what such a collection lacked; issue 42: it lacks nothing. Its first add
+    builds BM25, which follows every later add, so hybrid (the agent's default) answers at once;
+    bm25_index there says the index is current instead of refusing."""
     mcp = MCP(engine_for(write_project(tmp_path / "p", corpus_path="")))
     mcp.ok("retriever_init")
     mcp.ok("retriever_add", {"documents": [{"id": "a", "contents": "quokka island"}, {"id": "b", "contents": "ice"}]})
     assert mcp.ok("retriever_search", {"query_list": "quokka"})["ret_ids"][0][0] == "a"
-    text = mcp.error("retriever_hybrid_search", {"query_list": "quokka"})
-    assert "missing: BM25 (bm25_index)" in text and "retriever_embed" not in text
-    mcp.ok("bm25_index")
     assert mcp.ok("retriever_hybrid_search", {"query_list": "quokka"})["ret_ids"][0][0] == "a"
+    mcp.ok("retriever_add", {"documents": [{"id": "c", "contents": "wombat burrow"}]})
+    assert mcp.ok("bm25_search", {"query_list": "wombat"})["ret_ids"][0] == ["c"]
+    assert mcp.ok("bm25_index")["up_to_date"] is True

@@ -23,7 +23,7 @@ from retriever.search import MODES
 SNAPSHOT = Path(__file__).with_name("tool_schemas.json")
 WRITES = {"retriever_ingest", "retriever_embed", "retriever_index", "bm25_index", "sparse_index", "retriever_add", "retriever_delete",
           "retriever_build_image_corpus", "retriever_extract_triples", "add_documents", "ingest_document",
-          "delete_documents", "build"}
+          "delete_documents", "build", "sync_sources"}
 
 
 def engine(ultrarag: bool = False, everything: bool = False, **cfg: Any) -> Retriever:
@@ -31,7 +31,7 @@ def engine(ultrarag: bool = False, everything: bool = False, **cfg: Any) -> Retr
     from calls, a sparse model), so every tool is listed."""
     if everything:
         cfg |= {"llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}, "security": {"client_endpoints": True},
-                "sparse": {"model_name_or_path": "splade"}}
+                "sparse": {"model_name_or_path": "splade"}, "sources": [{"path": "docs"}]}
     if ultrarag:
         cfg |= {"security": {"client_endpoints": True}}
     e = Retriever(Config.model_validate(cfg))

@@ -207,3 +207,79 @@ def test_the_cli_syncs_named_folders_and_exits_2_only_when_nothing_worked(docs: 
     shutil.copy(docs / "broken" / "bad.pdf", bad / "bad.pdf")
     proc = run_cli("sync", "--config", str(config), str(bad))
     assert proc.returncode == 2 and json.loads(proc.stdout)["errors"][0]["path"] == "bad.pdf"
+
+
+def test_a_running_serve_and_deploy_answer_what_a_sync_in_another_process_published(docs: Path,
+                                                                                     tmp_path: Path) -> None:
+    from fastmcp.client.transports import StdioTransport
+    from test_deploy import Deploy
+
+    config = project(tmp_path / "p", docs)
+    synced(config)
+    gone, new = list(MARKERS)[1], "Amber moles tunnel under the observatory."
+    deploy = Deploy(config, tmp_path)
+    transport = StdioTransport(command=str(BIN / "retriever"), args=["serve", "--config", str(config)])
+
+    async def serve_search(client: Client, query: str) -> list[str]:
+        out = json.loads((await client.call_tool("search", {"query": query, "top_k": 3})).content[0].text)
+        return [h["source"]["path"] for h in out["results"][0]["hits"]]
+
+    def deploy_search(query: str) -> list[str]:
+        return [i.rsplit(":", 1)[0] for i in deploy.search(query_list=[query], top_k=3, mode="hybrid")["ret_ids"][0]]
+
+    async def run() -> None:
+        async with Client(transport) as client:
+            assert (await serve_search(client, gone))[0] == "b/README.md" and deploy_search(gone)[0] == "b/README.md"
+            before = deploy.client.get("/readyz").json()["generation"]
+            (docs / "b" / "README.md").unlink()
+            (docs / "c").mkdir()
+            (docs / "c" / "new.md").write_text(f"# New\n\n{new}\n")
+            proc = run_cli("sync", "--config", str(config))  # another process publishes
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            # the next search after the publish answers from it: the new file found, the deleted one never
+            assert (await serve_search(client, new))[0] == "c/new.md"
+            assert "b/README.md" not in await serve_search(client, gone)
+            assert deploy_search(new)[0] == "c/new.md" and "b/README.md" not in deploy_search(gone)
+            assert deploy.client.get("/readyz").json()["generation"] > before
+
+    try:
+        asyncio.run(run())
+    finally:
+        deploy.stop()
+
+
+def test_retriever_add_cuts_long_documents_as_the_yaml_says(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from retriever.main import main
+
+    config = project(tmp_path / "p", tmp_path)
+    words = FILLER * 100  # about 3,000 words
+    tail = "Lilac submarines photograph the northern lights."
+    records = [{"id": "long", "title": "A long one", "contents": f"{words} {tail}"}, {"id": "short", "contents": "x y"}]
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    sets = ["--set", "chunking.by=word", "--set", "chunking.length=100", "--set", "chunking.overlap=10"]
+    assert main(["add", "--config", str(config), *sets, str(tmp_path / "docs.jsonl")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    n = len(f"{words} {tail}".split())
+    assert report["chunks"] == report["documents"] == -(-(n - 100) // 90) + 1 + 1  # windows of 100 by 90, "short"
+    e = engine_for(config)
+    e.init()
+    last = f"long:{report['chunks'] - 2}"
+    for hits in (e.search([tail], 1)[0], e.bm25_search([tail], 1)[0]):
+        assert hits[0].id == last and tail in hits[0].text and hits[0].metadata["title"] == "A long one"
+    # a shorter version replaces the document's chunks, none of the old ones left over
+    (tmp_path / "docs.jsonl").write_text(json.dumps({"id": "long", "contents": tail}) + "\n")
+    assert main(["add", "--config", str(config), *sets, str(tmp_path / "docs.jsonl")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["removed"] == int(last.split(":")[1]) and report["documents"] == 2
+
+
+def test_the_sync_sources_tool_syncs_the_yaml_s_folders_and_takes_no_path(docs: Path, tmp_path: Path) -> None:
+    from conftest import MCP
+
+    mcp = MCP(engine_for(project(tmp_path / "p", docs)))  # the full profile: the agent's has no sync tool
+    mcp.ok("retriever_init")
+    first = mcp.ok("sync_sources")
+    assert first["new"] == first["files"] - 2 and first["failed"] == 2
+    again = mcp.ok("sync_sources")
+    assert again["unchanged"] == again["files"] - 2 and again["chunks_added"] == 0
+    assert "path" in mcp.error("sync_sources", {"path": str(docs)})  # a call names no folder

@@ -171,11 +171,26 @@ def cmd_add(args: argparse.Namespace) -> int:
     report = {"added": 0, "replaced": 0}
     batch: list[dict[str, Any]] = []
 
+    chunking = engine.config.chunking
+    if chunking.by != "none":
+        report.update(chunks=0, removed=0)
+
     def flush() -> None:
-        out = engine.add(batch)
-        report["added"] += out["added"]
-        report["replaced"] += out["replaced"]
-        report["documents"] = out["documents"]
+        records = _chunked(engine, batch) if chunking.by != "none" else batch
+        step = engine.config.limits.max_documents
+        for first in range(0, len(records), step):
+            out = engine.add(records[first : first + step])
+            report["added"] += out["added"]
+            report["replaced"] += out["replaced"]
+            report["documents"] = out["documents"]
+        if chunking.by != "none":  # a document's chunks from a longer earlier version go
+            report["chunks"] += len(records)
+            stale = {"operator": "AND", "conditions": [
+                {"field": "meta.source_id", "operator": "in", "value": sorted({r["source_id"] for r in records})},
+                {"field": "id", "operator": "not in", "value": [r["id"] for r in records]}]}
+            out = engine.delete(None, stale)
+            report["removed"] += out["deleted"]
+            report["documents"] = out["documents"]
         batch.clear()
 
     for lineno, _, line in iter_lines(args.file):
@@ -235,6 +250,22 @@ class _Progress:
             self.last = now
             rate = done / max(now - self.start, 1e-9)
             print(f"{self.what}: {done}/{total} files ({rate:.1f}/s) {name}", file=sys.stderr, flush=True)
+
+
+def _chunked(engine: Any, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records cut as the YAML's `chunking` says: `<id>:<n>`, each with its offsets."""
+    from .documents.split import chunk_records, chunks_of
+    from .store.collection import parse_documents
+
+    limit = engine.config.limits.max_chunks
+    out: list[dict[str, Any]] = []
+    for doc in parse_documents(batch):
+        chunks = chunks_of(doc.text, engine.config.chunking, limit)
+        if len(chunks) > limit:
+            raise RetrieverError(f"document {doc.id!r}: more than limits.max_chunks ({limit}) chunks; nothing of this "
+                                 "batch was added; raise it or set a larger chunking.length")
+        out += chunk_records({**doc.metadata}, doc.text, chunks, doc.id)
+    return out
 
 
 def cmd_delete(args: argparse.Namespace) -> int:

@@ -161,8 +161,13 @@ def add_documents(engine: Retriever, r: ClassicAdd) -> Payload:
     return engine.add(r.documents)
 
 
-INGEST_DOC = ("Add one document from text (text, markdown or html) or a file the server may read (.txt, .md, "
-              ".html, .pdf), cut into chunks <source_id>:<n>; ingesting a source again replaces its chunks.")
+INGEST_DOC = ("Add one document from text (text, markdown or html) or a file or folder the server may read (PDF, "
+              "DOCX, PPTX, XLSX, HTML, Markdown, text, ...), cut into chunks <source_id>:<n> that cite their page "
+              "and heading; ingesting a source again replaces its chunks; a folder is kept in sync.")
+INGEST_SCHEMA = {"type": "object", "properties": {
+    "source_id": {"type": "string"}, "ids": {"type": "array", "items": {"type": "string"}},
+    "replaced": {"type": "integer"}, "removed": {"type": "integer"}, "documents": {"type": "integer"},
+    "files": {"type": "integer"}, "errors": {"type": "array", "items": {"type": "object"}}}}
 
 
 class IngestRequest(Request):

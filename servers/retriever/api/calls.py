@@ -36,6 +36,7 @@ from .models import (
     ProjectMemorySearchRequest,
     SearchRequest,
     SparseIndexRequest,
+    SyncRequest,
 )
 
 if TYPE_CHECKING:
@@ -105,6 +106,19 @@ def ingest(engine: Retriever, r: IngestRequest) -> Payload:
             raise InvalidInputError("retriever_ingest: metadata is for one file; a folder's files carry their own")
         return engine.sync([SourceConfig(path=path, name=source)])
     return engine.ingest_records(source, file_records(engine, path, source, r.metadata or {}))
+
+
+def sync_sources(engine: Retriever, r: SyncRequest) -> Payload:
+    """The YAML's sources that fill the served collection, synced (engine/sync.py); a source of
+    another collection is named, not synced (`retriever sync` does every collection)."""
+    cfg = engine.need("sync_sources").config
+    mine = [s for s in cfg.sources if (s.collection or cfg.collection_name) == cfg.collection_name]
+    others = [{"name": s.name, "collection": s.collection} for s in cfg.sources if s not in mine]
+    if not mine:
+        raise InvalidInputError("sync_sources: no source folder fills this collection; list folders under `sources:` "
+                                "in parameter.yaml")
+    report = engine.sync(mine)
+    return {**report, "other_collections": others} if others else report
 
 
 def _path_id(engine: Retriever, given: str, path: Path) -> str:

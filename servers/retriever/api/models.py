@@ -152,6 +152,10 @@ class IngestRequest(Request):
     metadata: Metadata = None
 
 
+class SyncRequest(Request):
+    """No arguments: the folders are the YAML's `sources` (a call names no path)."""
+
+
 class NeighborsRequest(Request):
     id: ChunkId
     before: Around = 1

@@ -47,6 +47,11 @@ def _llm(engine: Retriever) -> str | None:
     return None if engine.base_config.llm.base_url else "an llm section in parameter.yaml (llm.base_url, llm.model)"
 
 
+def _sources(engine: Retriever) -> str | None:
+    """folders under `sources`"""
+    return None if engine.base_config.sources else "folders under `sources:` in parameter.yaml"
+
+
 def _deploy(engine: Retriever) -> str | None:
     """a `retriever_url` (or URLs from calls)"""
     cfg = engine.config
@@ -138,7 +143,7 @@ TOOLS: tuple[Tool, ...] = (
     _t("add_documents", "Add documents", agent.AddRequest, agent.add_documents, agent.ADD_DOC, "added,replaced",
        effects=WRITE, profiles=AGENT, output_schema=agent.WRITE_SCHEMA, cli="add"),
     _t("ingest_document", "Ingest a document", agent.IngestRequest, agent.ingest_document, agent.INGEST_DOC, "ids",
-       effects=WRITE, profiles=AGENT, output_schema=agent.WRITE_SCHEMA),
+       effects=WRITE, profiles=AGENT, output_schema=agent.INGEST_SCHEMA),
     _t("delete_documents", "Delete documents", agent.DeleteRequest, agent.delete_documents, agent.DELETE_DOC,
        "deleted", effects=DELETE, profiles=AGENT, output_schema=agent.DELETE_SCHEMA, cli="delete"),
     _t("list_collections", "List collections", agent.ListRequest, agent.list_collections, agent.LIST_DOC,
@@ -206,6 +211,11 @@ TOOLS: tuple[Tool, ...] = (
        "Add a document (text as text/markdown/html, or a .txt/.md/.html/.pdf file the server may read): parsed, "
        "cut into chunks by the YAML's chunking settings, embedded and searchable at once. Returns the chunk ids "
        "(<source_id>:<n>); ingesting a source again replaces its chunks.", "ids", effects=WRITE),
+    _t("sync_sources", "Sync the source folders", m.SyncRequest, calls.sync_sources,
+       "Bring the collection in step with the folders under `sources:` in parameter.yaml: new and changed files "
+       "parsed, chunked and embedded, moved ones re-filed, removed ones dropped; unchanged files are skipped. "
+       "Returns counts, per-file errors and seconds per stage.", "files,new,changed,deleted,errors", effects=WRITE,
+       profiles=FULL, needs=_sources),
     _t("retriever_build_image_corpus", "PDF pages to an image corpus", m.ImageCorpusRequest, calls.image_corpus,
        "Render every page of a PDF (or of each PDF in a folder) to a JPEG and write an image corpus "
        "({id, image_id, image_path, pdf, page} per page) for retriever_init(is_multimodal=true). Needs no "

@@ -116,7 +116,7 @@ def chunks_of(text: str, cfg: ChunkingConfig, most: int | None = None) -> list[C
 
 def chunk_records(record: dict[str, Any], text: str, chunks: Sequence[Chunk], source_id: str) -> Iterator[dict[str, Any]]:
     """The corpus records of a document's chunks: its own fields, the chunk's text and position."""
-    fields = {k: v for k, v in record.items() if k not in ("id", "_id", "contents", "text", "title")}
+    fields = {k: v for k, v in record.items() if k not in ("id", "_id", "contents", "text")}  # a title stays
     children: list[list[str]] = [[] for _ in chunks]
     for n, c in enumerate(chunks):
         if c.parent is not None:

@@ -91,6 +91,9 @@ class Local:
 
     def bm25_index(self, s: Session, overwrite: bool, progress: bool) -> tuple[Session, Report]:
         folder = s.config.paths().bm25
+        if s.docs is None and s.bm25 is not None and not overwrite:  # built with its first add; follows the log
+            return s, {"save_path": str(folder), **s.bm25.manifest, "documents": len(s.collection),
+                       "lang": s.config.backend_configs.bm25.lang, "up_to_date": True}
         if read_manifest(folder) is not None and not overwrite:
             raise AlreadyExistsError(f"a BM25 index exists at {folder}; pass overwrite=true to rebuild it")
         if not len(s.collection):

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("retriever.service")
 OPEN_PATHS = ("/healthz", "/readyz")
-READY_KEYS = ("status", "dense_index", "bm25_index")  # what /readyz tells anyone who asks
+READY_KEYS = ("status", "dense_index", "bm25_index", "generation")  # what /readyz tells anyone who asks
 # /tools/<tool>: the registry's read-only tools of any profile, but the web's (served by MCP only)
 READ_TOOLS: dict[str, type[Request]] = {t.name: t.request for t in TOOLS
                                         if t.effects.read_only and not inspect.iscoroutinefunction(t.call)}

@@ -65,7 +65,9 @@ def parse_record(raw: bytes | str, row: int, where: str, images: Path | None = N
         )
     if not isinstance(text, str):
         raise CorpusError(f"{where}: the text field must be a string, got {type(text).__name__}")
-    metadata = {k: v for k, v in rec.items() if k not in _ID_KEYS and k not in _TEXT_KEYS}
+    # a record with `contents` keeps its title (it is not in the text); BEIR's title is in the text
+    dropped = ("contents", "text") if "contents" in rec else _TEXT_KEYS
+    metadata = {k: v for k, v in rec.items() if k not in _ID_KEYS and k not in dropped}
     return Document(id=_record_id(rec, row, where), text=text, metadata=metadata)
 
 
