@@ -7,7 +7,7 @@ SCIFACT := --set corpus_path=data/scifact/corpus.jsonl \
 	--set index_backend_configs.faiss.index_path=index/scifact/faiss \
 	--set backend_configs.bm25.save_path=index/scifact/bm25
 
-.PHONY: setup demo test test-fast lint eval-scifact tune-hybrid bench clean milvus-server infinity-venv
+.PHONY: setup demo test test-suite test-milvus-server test-fast lint eval-scifact tune-hybrid bench clean milvus-server infinity-venv
 
 $(BIN)/retriever: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -51,9 +51,14 @@ lint: setup
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # the docs site (docs/, mkdocs.yml), offline; not --quiet: it hides warnings from --strict
 
-test: setup milvus-server infinity-venv lint
-	$(BIN)/python -m pytest -q -m "not milvus_server"
-	$(NETNS) 'ip link set lo up && exec $(BIN)/python -m pytest -q -m milvus_server'
+test: setup milvus-server infinity-venv lint test-suite test-milvus-server
+
+# the two parts of the suite (.ci/run times each); --durations=20: the slowest tests in every CI log
+test-suite: setup infinity-venv
+	$(BIN)/python -m pytest -q -m "not milvus_server" --durations=20
+
+test-milvus-server: setup milvus-server
+	$(NETNS) 'ip link set lo up && exec $(BIN)/python -m pytest -q -m milvus_server --durations=20'
 
 test-fast: setup infinity-venv
 	$(BIN)/python -m pytest -q -m "not slow and not milvus_server"
