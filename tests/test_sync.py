@@ -104,13 +104,17 @@ def test_a_synced_folder_is_searched_over_mcp_and_each_hit_cites_its_place(docs:
     assert str(docs) not in json.dumps(report)  # no server path in what a caller reads
     assert report["new"] == report["files"] - 2
 
-    async def run() -> tuple[Any, Any]:
+    async def run() -> tuple[Any, Any, Any]:
         async with Client(build_server(e)) as client:  # the agent profile: its default search is hybrid
             found = await client.call_tool("search", {"query": list(MARKERS), "top_k": 1})
             whole = await client.call_tool("get_document", {"ids": ["guide/manual.pdf", "a/README.md:0"]})
-            return json.loads(found.content[0].text), json.loads(whole.content[0].text)
+            pdf_uri = json.loads(found.content[0].text)["results"][2]["hits"][0]["source"]["uri"]
+            templates = await client.list_resource_templates()
+            assert [t.uri_template for t in templates] == ["retriever://documents/{id}"]
+            read = await client.read_resource(pdf_uri)
+            return json.loads(found.content[0].text), json.loads(whole.content[0].text), read[0].text
 
-    found, whole = asyncio.run(run())
+    found, whole, read = asyncio.run(run())
     for row, (marker, where) in zip(found["results"], MARKERS.items()):
         hit = row["hits"][0]
         assert marker in " ".join(hit["text"].split()), (marker, hit)
@@ -121,6 +125,7 @@ def test_a_synced_folder_is_searched_over_mcp_and_each_hit_cites_its_place(docs:
         assert "sha256" not in hit["metadata"] and "mtime_ns" not in hit["metadata"]
     pdf, chunk = whole["documents"]
     assert pdf["id"] == "guide/manual.pdf" and all(m in pdf["text"] for m in list(MARKERS)[2:4])
+    assert read == pdf["text"]  # the hit's URI, read as an MCP resource: the whole file
     assert chunk["id"] == "a/README.md:0" and whole["missing"] == []
 
 
@@ -238,6 +243,7 @@ def test_a_running_serve_and_deploy_answer_what_a_sync_in_another_process_publis
             assert proc.returncode == 0, proc.stderr[-2000:]
             # the next search after the publish answers from it: the new file found, the deleted one never
             assert (await serve_search(client, new))[0] == "c/new.md"
+            assert new in (await client.read_resource("retriever://documents/c%2Fnew.md"))[0].text  # stdio's resources
             assert "b/README.md" not in await serve_search(client, gone)
             assert deploy_search(new)[0] == "c/new.md" and "b/README.md" not in deploy_search(gone)
             assert deploy.client.get("/readyz").json()["generation"] > before
@@ -283,3 +289,31 @@ def test_the_sync_sources_tool_syncs_the_yaml_s_folders_and_takes_no_path(docs: 
     again = mcp.ok("sync_sources")
     assert again["unchanged"] == again["files"] - 2 and again["chunks_added"] == 0
     assert "path" in mcp.error("sync_sources", {"path": str(docs)})  # a call names no folder
+
+
+def test_watch_syncs_as_files_come_and_go_and_stops_on_sigterm(docs: Path, tmp_path: Path) -> None:
+    config = project(tmp_path / "p", docs)
+    proc = subprocess.Popen([str(BIN / "retriever"), "watch", "--config", str(config), "--debounce", "0.2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+
+    def next_report() -> dict[str, Any]:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line, "watch exited"
+        return json.loads(line)
+
+    try:
+        assert next_report()["new"] > 10  # the first sync
+        time.sleep(0.5)  # the watch has started after its first report; give the OS watch a moment
+        (docs / "fresh.md").write_text("# Fresh\n\nWalnut gondolas ferry the night librarians.\n")
+        report = next_report()
+        assert (report["new"], report["deleted"]) == (1, 0)
+        (docs / "fresh.md").unlink()
+        report = next_report()
+        assert (report["new"], report["deleted"]) == (0, 1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    e = engine_for(config)
+    e.init()
+    assert not any(i.startswith("fresh.md") for i in e.need("t").collection.row_of)

@@ -206,10 +206,8 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_sync(args: argparse.Namespace) -> int:
-    """Folders in step with their collections (engine/sync.py): the YAML's `sources`, or the
-    folders named on the command line. A JSON summary on stdout, progress on stderr; exit 0
-    unless nothing could be done (every file that needed work failed)."""
+def _sources(args: argparse.Namespace) -> tuple[dict[str, list[Any]], Any]:
+    """The sources to sync, by collection: the folders named on the command line, or the YAML's."""
     from .config import SourceConfig
 
     cfg = _retriever(args).base_config
@@ -222,20 +220,71 @@ def cmd_sync(args: argparse.Namespace) -> int:
     else:
         sources = cfg.sources
     if not sources:
-        raise RetrieverError("nothing to sync: name folders (retriever sync PATH ...) or list them under `sources:` "
-                             "in parameter.yaml")
+        raise RetrieverError(f"nothing to {args.command}: name folders (retriever {args.command} PATH ...) or list "
+                             "them under `sources:` in parameter.yaml")
     default = args.collection if args.collection is not None else cfg.collection_name
     groups: dict[str, list[Any]] = {}
     for source in sources:
         groups.setdefault(source.collection or default, []).append(source)
-    reports = []
-    for name, group in groups.items():
-        engine = _retriever(args)
-        engine.init(collection_name=name)
-        reports.append(engine.sync(group, progress=_Progress("sync")))
+    return groups, cfg
+
+
+def _opened(args: argparse.Namespace, collection: str) -> Any:
+    engine = _retriever(args)
+    engine.init(collection_name=collection)
+    return engine
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """Folders in step with their collections (engine/sync.py): the YAML's `sources`, or the
+    folders named on the command line. A JSON summary on stdout, progress on stderr; exit 0
+    unless nothing could be done (every file that needed work failed)."""
+    groups, _ = _sources(args)
+    reports = [_opened(args, name).sync(group, progress=_Progress("sync")) for name, group in groups.items()]
     print(json.dumps(reports[0] if len(reports) == 1 else {"collections": reports}, indent=2))
     worked = sum(r["files"] - r["failed"] for r in reports)
     return 2 if worked == 0 and any(r["failed"] for r in reports) else 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Sync, then keep syncing as files change (watchfiles: the OS's file events, debounced):
+    each sync's summary is one JSON line on stdout. Ctrl-C (or SIGTERM) stops it between syncs."""
+    try:
+        import watchfiles
+    except ImportError as e:
+        raise RetrieverError("retriever watch needs watchfiles: pip install 'mcp-retriever[watch]'") from e
+    import signal
+    import threading
+
+    groups, _ = _sources(args)
+    engines = {name: _opened(args, name) for name in groups}
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def sync(name: str, sources: list[Any]) -> None:
+        report = engines[name].sync(sources, progress=_Progress("watch"))
+        print(json.dumps({k: v for k, v in report.items() if k != "seconds"}), flush=True)
+
+    for name, group in groups.items():
+        sync(name, group)
+    roots = {str(s.path.resolve()): (name, s) for name, group in groups.items() for s in group}
+    log.info("watching %d folder(s); debounce %.1f s", len(roots), args.debounce)
+    try:
+        for changed in watchfiles.watch(*roots, debounce=int(args.debounce * 1000), stop_event=stop, rust_timeout=500,
+                                        raise_interrupt=False):
+            touched: dict[str, list[Any]] = {}
+            for _, path in changed:
+                for root, (name, source) in roots.items():
+                    if (path == root or path.startswith(root + "/")) and source not in touched.get(name, []):
+                        touched.setdefault(name, []).append(source)
+            for name, sources in touched.items():
+                try:
+                    sync(name, sources)
+                except RetrieverError as e:  # a source folder gone, a limit: said, and the watch goes on
+                    log.error("watch: %s", e)
+    except KeyboardInterrupt:
+        pass
+    return 0
 
 
 class _Progress:

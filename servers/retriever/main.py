@@ -147,7 +147,7 @@ def _version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    from .cli import _positive, cmd_add, cmd_compare, cmd_delete, cmd_eval, cmd_index, cmd_search, cmd_sync
+    from .cli import _positive, cmd_add, cmd_compare, cmd_delete, cmd_eval, cmd_index, cmd_search, cmd_sync, cmd_watch
     from .search.rankers import MODES
 
     p = argparse.ArgumentParser(prog="retriever", description="MCP retrieval server: dense + BM25 search")
@@ -209,6 +209,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="*", type=Path, help="folders to sync (default: the YAML's sources)")
     s.add_argument("--collection", help="the collection the named folders fill (default: the YAML's collection_name)")
     s.set_defaults(fn=cmd_sync)
+
+    s = add("watch", "sync, then keep collections in step with their folders as files change (pip install "
+            "'mcp-retriever[watch]')")
+    s.add_argument("paths", nargs="*", type=Path, help="folders to watch (default: the YAML's sources)")
+    s.add_argument("--collection", help="the collection the named folders fill (default: the YAML's collection_name)")
+    s.add_argument("--debounce", type=float, default=1.0, help="seconds of quiet before a change is synced (default 1)")
+    s.set_defaults(fn=cmd_watch)
 
     s = add("search", "search the saved indexes")
     s.add_argument("text", help="the query")

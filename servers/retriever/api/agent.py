@@ -5,7 +5,6 @@ one meaning in every mode: relevance mapped to 0..1, higher is better (scale_sco
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
@@ -14,7 +13,7 @@ from ..errors import IndexMissingError
 from ..search.rankers import MODES
 from ..search.results import as_queries
 from ..types import Payload
-from . import calls
+from . import calls, resources
 from .fields import Filters
 from .models import SEARCH_REQUESTS, Request
 from .models import AddRequest as ClassicAdd
@@ -24,19 +23,13 @@ if TYPE_CHECKING:
     from ..engine.retriever import Retriever
     from ..types import Hit
 
-_opening = threading.Lock()
 
 Mode = Literal[MODES]  # type: ignore[valid-type]
 Query = Annotated[str | list[str], Field(description="A query, or a list of queries (one result per query).")]
 Collection = Annotated[str | None, Field(description="Collection to use (list_collections); default: the server's.")]
 
 
-def opened(engine: Retriever) -> None:
-    """The operator's collection, opened on the first call (the agent has no init tool)."""
-    if engine.session is None:
-        with _opening:
-            if engine.session is None:
-                engine.init()
+opened = calls.opened  # the operator's collection, opened on the first call (the agent has no init tool)
 
 
 # A chunk of a file (sync, ingest by path) cites where it is: these fields go to the hit's `source`
@@ -44,11 +37,15 @@ CITATION = ("path", "page", "heading", "start", "end", "modified", "doc_title")
 BOOKKEEPING = ("source_id", "sync_source", "size", "mtime_ns", "sha256", "split_id")  # sync's own, not shown
 
 
-def _hit(h: Hit) -> dict[str, Any]:
+def _hit(h: Hit, collection: str | None = None) -> dict[str, Any]:
+    """A hit; a file's chunk also cites its place (`source`), with the document's URI in the served
+    collection (api/resources.py: a client reads the whole file there)."""
     meta = h.metadata
     if "path" not in meta or "source_id" not in meta:
         return {"id": h.id, "text": h.text, "score": round(h.score, 4), "metadata": meta}
     source = {"document": meta["source_id"], **{k: meta[k] for k in CITATION if k in meta}}
+    if collection is None:
+        source["uri"] = resources.uri(str(meta["source_id"]))
     rest = {k: v for k, v in meta.items() if k not in CITATION and k not in BOOKKEEPING}
     return {"id": h.id, "text": h.text, "score": round(h.score, 4), "source": source, "metadata": rest}
 
@@ -95,7 +92,7 @@ def search(engine: Retriever, r: SearchRequest) -> Payload:
     hits = calls.windowed(engine, request, found)
     s = calls.shape(engine, request)
     lists, note = budgeted([h[r.offset:] for h in hits], r.offset, s.max_bytes, s.max_chars, True, True)
-    out: Payload = {"results": [{"query": q, "hits": [_hit(h) for h in row]}
+    out: Payload = {"results": [{"query": q, "hits": [_hit(h, r.collection) for h in row]}
                                 for q, row in zip(as_queries(r.query), lists)]}
     warnings = calls.filter_warnings(engine, r.collection, r.filters)
     if warnings:

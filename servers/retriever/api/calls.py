@@ -3,6 +3,7 @@ tool's arguments meet the engine. Runs on a worker thread (the engine's calls bl
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +107,18 @@ def ingest(engine: Retriever, r: IngestRequest) -> Payload:
             raise InvalidInputError("retriever_ingest: metadata is for one file; a folder's files carry their own")
         return engine.sync([SourceConfig(path=path, name=source)])
     return engine.ingest_records(source, file_records(engine, path, source, r.metadata or {}))
+
+
+_opening = threading.Lock()
+
+
+def opened(engine: Retriever) -> None:
+    """The operator's collection, opened on the first call (the agent's tools and the document
+    resources have no init step)."""
+    if engine.session is None:
+        with _opening:
+            if engine.session is None:
+                engine.init()
 
 
 def sync_sources(engine: Retriever, r: SyncRequest) -> Payload:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from .. import package_version
+from ..api import resources
 from ..api.registry import instructions
 from ..api.tool import Tool
 from .core import served_tools
@@ -40,7 +41,23 @@ def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: boo
                           instructions=instructions(engine, tools))
     server.engine = engine
     register(server, tools)
+    if resources.served(t.name for t in tools):  # documents by URI (api/resources.py)
+        add_documents_template(server, engine)
     return server
+
+
+def add_documents_template(server: RetrieverMCP, engine: Retriever) -> None:
+    from fastmcp.exceptions import ResourceError
+
+    template = resources.TEMPLATE
+
+    @server.resource(template["uriTemplate"], name=template["name"], description=template["description"],
+                     mime_type=template["mimeType"])
+    def document(id: str) -> str:  # noqa: A002 - the template's variable
+        out = resources.read(engine, id)
+        if out is None:
+            raise ResourceError(f"no document {id!r} in the served collection")
+        return str(out["text"])
 
 
 __all__ = ["build_server"]

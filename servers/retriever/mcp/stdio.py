@@ -28,10 +28,12 @@ from typing import IO, TYPE_CHECKING, Any
 from pydantic import TypeAdapter
 
 from .. import package_version
+from ..api import resources
 from ..api.models import Request
 from ..api.registry import instructions
 from ..api.replies import json_bytes, reply
 from ..api.tool import Tool
+from ..errors import RetrieverError
 from ..security.limits import cancelled
 from . import definitions
 from .core import Gate, serve_call, tool_function
@@ -43,6 +45,7 @@ log = logging.getLogger("retriever.mcp")
 
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # the initialize handshake's revisions
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
+RESOURCE_NOT_FOUND = -32002  # MCP's code for resources/read of an unknown URI
 EMPTY = {"resources/list": "resources", "resources/templates/list": "resourceTemplates", "prompts/list": "prompts"}
 
 
@@ -123,7 +126,8 @@ class StdioServer:
         if method == "initialize":
             asked = params.get("protocolVersion")
             return {"protocolVersion": asked if asked in VERSIONS else VERSIONS[-1],
-                    "capabilities": {"tools": {"listChanged": True}},
+                    "capabilities": {"tools": {"listChanged": True},
+                                     **({"resources": {}} if resources.served(self.gate.tools) else {})},
                     "serverInfo": {"name": "retriever", "version": package_version()},
                     "instructions": instructions(self.engine, self.gate.tools.values())}
         if method == "tools/list":
@@ -131,9 +135,25 @@ class StdioServer:
             return {"tools": [d for name, d in self.definitions.items() if name not in hidden]}
         if method in ("ping", "logging/setLevel"):
             return {}
+        if method == "resources/templates/list" and resources.served(self.gate.tools):
+            return {"resourceTemplates": [resources.TEMPLATE]}
+        if method == "resources/read" and resources.served(self.gate.tools):
+            return self.read_resource(params)
         if method in EMPTY:
             return {EMPTY[method]: []}
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def read_resource(self, params: dict[str, Any]) -> dict[str, Any]:
+        address = params.get("uri")
+        if not isinstance(address, str):
+            raise ProtocolError(INVALID_PARAMS, "Invalid params: uri is a string")
+        try:
+            out = resources.read(self.engine, resources.doc_id(address))
+        except RetrieverError as e:
+            raise ProtocolError(INVALID_PARAMS, str(e)) from None
+        if out is None:
+            raise ProtocolError(RESOURCE_NOT_FOUND, f"Resource not found: {address[:200]}")
+        return {"contents": [out]}
 
     def _start(self, rid: Any, params: dict[str, Any]) -> None:
         name, arguments = params.get("name"), params.get("arguments") or {}

@@ -1,0 +1,58 @@
+"""Documents as MCP resources: a file's chunks cite `retriever://documents/<id>` (the id
+percent-encoded: a path's '/' is %2F), and a client reads the whole document there (its chunks
+merged by offset) or any chunk by its own id. One resource template, read by both MCP servers
+(mcp/server.py, mcp/stdio.py); `resources/list` stays empty: a collection may hold millions of
+documents, found by `search`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from ..errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from ..engine.retriever import Retriever
+
+PREFIX = "retriever://documents/"
+TEMPLATE = {"uriTemplate": PREFIX + "{id}", "name": "document", "mimeType": "text/plain",
+            "description": "A document of the served collection by id: a file's whole text (a hit's source.document) "
+                           "or one chunk."}
+
+
+def served(tool_names: Iterable[str]) -> bool:
+    """Documents are resources where the tools that read them (get_document) are served."""
+    return "get_document" in set(tool_names)
+
+
+def uri(doc_id: str) -> str:
+    return PREFIX + quote(doc_id, safe="")
+
+
+def doc_id(address: str) -> str:
+    if not address.startswith(PREFIX) or len(address) == len(PREFIX):
+        raise InvalidInputError(f"not a document of this server: {address[:200]!r} (expected {PREFIX}<id>)")
+    return unquote(address[len(PREFIX):])
+
+
+def read(engine: Retriever, key: str) -> dict[str, Any] | None:
+    """The text of document `key` (None: no such document), cut at the reply budget."""
+    from ..documents.windows import merge, whole
+    from .calls import opened
+
+    opened(engine)
+    fetch = engine.fetcher("resources/read")
+    doc = fetch([key]).get(key)
+    if doc is not None:
+        text = doc.text
+    else:
+        chunks = whole(fetch, key, engine.config.limits.max_chunks)
+        if not chunks:
+            return None
+        text = merge(chunks)
+    most = engine.config.reply.max_bytes or len(text)
+    if len(text) > most:
+        text = (f"{text[:most]}\n[cut at {most} of {len(text)} characters (reply.max_bytes); read the rest with "
+                f"get_document(ids=[\"{key}:<n>\"]) chunk by chunk]")
+    return {"uri": uri(key), "mimeType": "text/plain", "text": text}
