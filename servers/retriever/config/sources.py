@@ -3,9 +3,10 @@ the `sync_sources` tool) keep a collection in step with (sources/, engine/sync.p
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from .base import ResolvedPath, Section
 from .serving import ChunkingConfig
@@ -26,7 +27,7 @@ class SourceConfig(Section):
     `<id>:<n>`. `include` / `exclude` are shell patterns (fnmatch) on that relative path; a
     pattern without '/' also matches the file's name or any folder's name on the way."""
 
-    path: ResolvedPath
+    path: Annotated[ResolvedPath, BeforeValidator(lambda v: Path(v).expanduser() if isinstance(v, str | Path) else v)]
     name: Annotated[str, AfterValidator(_name)] = ""  # id prefix; sources sharing a collection need distinct names
     collection: str = ""  # the collection it fills ("" = the YAML's collection_name)
     include: list[str] = ["*"]

@@ -129,8 +129,8 @@ class Retriever:
                 s = self.session
                 if s is not None and self._stamp != (stamp := disk_stamp(s.config)):
                     log.info("%s: the collection was published anew by another writer; loading it", tool)
-                    self._stamp = stamp  # before the load: a publish during it is seen next time
-                    s = self.session = _reopen(s)
+                    s = self.session = _reopen(s)  # on failure the stamp stays: the next call tries again
+                    self._stamp = stamp  # read before the load: a publish during it is seen next time
                     self._others.clear()
         return s  # type: ignore[return-value]
 

@@ -33,6 +33,7 @@ from .corpus import DocStore
 from .persist import FORMAT_VERSION, atomic_write_text, check_manifest, record_of, remove_temporaries, written_here
 
 log = logging.getLogger(__name__)
+STEP = 256  # documents encoded between two moves of the progress bar (a chunk is what a resume keeps)
 
 
 def sidecar(path: Path) -> Path:
@@ -86,11 +87,13 @@ def write_embeddings(
             if i < done:
                 continue
             rows = order[start : start + chunk]
-            out[rows] = embedder.encode_passages(list(docs.texts(rows.tolist())))
+            for first in range(0, len(rows), STEP):  # the bar moves every STEP documents, not every chunk
+                part = rows[first : first + STEP]
+                out[part] = embedder.encode_passages(list(docs.texts(part.tolist())))
+                bar.update(len(part))
             out.flush()  # the rows on disk before the log says they are
             docs.release()  # the corpus pages read for this chunk need not stay resident
             atomic_write_text(log_file, json.dumps({**plan, "done": i + 1}))
-            bar.update(len(rows))
     del out
     with partial.open("rb") as f:
         os.fsync(f.fileno())

@@ -1,0 +1,186 @@
+"""`retriever sync` over a folder of real files: a full sync, then a 1% change (edits, deletions,
+new files) synced again, by stage (walk, hash, parse, chunk, embed, index), against the same
+folder through LlamaIndex's SimpleDirectoryReader + IngestionPipeline with a docstore (upserts),
+run in its own venv by bench/peer_llamaindex.py with the same embedding model.
+
+The folder: the first --files files of /usr/share/doc (Debian's documentation: gzipped
+changelogs, text, HTML, Markdown, reST, copyright files without an extension, C sources; images
+and files over 512 KiB left out), plus --real copies of retriever/testing/folders.py's real-format
+set (PDF, DOCX, PPTX, XLSX, EPUB, Latin-1 HTML). Writes section `sync` of bench/RESULTS.md.
+
+    .venv/bin/python bench/sync_bench.py [--files 1200] [--real 10] [--peer .cache/bench-venv/bin/python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from report import ROOT, write_section
+
+SKIP = {".png", ".gif", ".jpg", ".jpeg", ".svg", ".ico", ".pdf", ".woff", ".ttf", ".gz.gz"}
+
+
+def make_corpus(out: Path, files: int, real: int) -> int:
+    from retriever.testing.folders import make_folder
+
+    if out.exists():
+        shutil.rmtree(out)
+    n = 0
+    src = Path("/usr/share/doc")
+    for path in sorted(src.rglob("*")):
+        if n >= files:
+            break
+        if path.is_symlink() or not path.is_file() or path.suffix.lower() in SKIP or path.stat().st_size > 512 * 1024:
+            continue
+        dest = out / "doc" / path.relative_to(src)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest)
+        n += 1
+    for k in range(real):
+        made = make_folder(out / "real" / str(k))
+        for rel in ("broken/bad.pdf", "broken/picture.png"):
+            made[rel].unlink()
+        n += len(made) - 2
+    return n
+
+
+def project(root: Path, docs: Path) -> Path:
+    cfg = yaml.safe_load((ROOT / "parameter.yaml").read_text())
+    cfg.update(corpus_path=None, embedding_path="out/embedding.npy", docs_path="out/docs",
+               sources=[{"path": str(docs)}])
+    cfg["backend_configs"]["bm25"]["save_path"] = "out/bm25"
+    cfg["index_backend_configs"]["faiss"]["index_path"] = "out/faiss"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "parameter.yaml").write_text(yaml.safe_dump(cfg))
+    return root / "parameter.yaml"
+
+
+def change_one_percent(docs: Path, seed: int = 7) -> dict[str, int]:
+    """1% of the files: half edited (a paragraph appended), a quarter deleted, a quarter new."""
+    files = sorted(p for p in docs.rglob("*") if p.is_file() and p.suffix in ("", ".txt", ".md", ".rst", ".html"))
+    every = sorted(p for p in docs.rglob("*") if p.is_file())
+    k = max(4, len(every) // 100)
+    rng = random.Random(seed)
+    picked = rng.sample(files, k)
+    edits, deletes, news = picked[: k // 2], picked[k // 2 : 3 * k // 4], picked[3 * k // 4 :]
+    for p in edits:
+        with p.open("a", encoding="utf-8", errors="ignore") as f:
+            f.write("\n\nAn appended paragraph about a nightly change to this file.\n")
+    for p in deletes:
+        p.unlink()
+    for i, p in enumerate(news):
+        (docs / "new").mkdir(exist_ok=True)
+        (docs / "new" / f"new{i}.txt").write_text(f"A new file, number {i}, about the release of version {i}.0.\n")
+    return {"edited": len(edits), "deleted": len(deletes), "new": len(news), "of": len(every)}
+
+
+def ours(config: Path) -> dict[str, Any]:
+    from retriever import Retriever
+
+    e = Retriever.from_yaml(config)
+    t = time.perf_counter()
+    e.init()
+    init = time.perf_counter() - t
+    t = time.perf_counter()
+    report = e.sync(e.config.sources)
+    report["wall"] = time.perf_counter() - t
+    report["init"] = init
+    return report
+
+
+def peer(python: str, docs: Path, store: Path, stage: str) -> dict[str, Any]:
+    proc = subprocess.run([python, str(ROOT / "bench" / "peer_llamaindex.py"), str(docs), str(store), stage],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-1500:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def rate(n: float, s: float) -> str:
+    return f"{n / s:,.0f}" if s > 0 else "-"
+
+
+def rows(name: str, r: dict[str, Any]) -> list[str]:
+    sec = r["seconds"]
+    files = r["files"]
+    chunks = r.get("chunks_added", r.get("chunks", 0))
+    out = [f"| {name} | {files} | {chunks} | {r['wall']:.1f} |"]
+    for stage in ("walk", "hash", "parse", "chunk", "embed", "index"):
+        s = sec.get(stage)
+        out[0] += f" {s:.2f} |" if s is not None else " - |"
+    out[0] += f" {rate(files, sec.get('parse') or 0)} | {rate(chunks, sec.get('embed') or 0)} |"
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=1200)
+    ap.add_argument("--real", type=int, default=10)
+    ap.add_argument("--peer", default=str(ROOT / ".cache" / "bench-venv" / "bin" / "python"))
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "sync")
+    args = ap.parse_args()
+    docs = args.out / "docs"
+    n = make_corpus(docs, args.files, args.real)
+    print(f"{n} files in {docs}", file=sys.stderr)
+    if args.out.joinpath("p").exists():
+        shutil.rmtree(args.out / "p")
+    config = project(args.out / "p", docs)
+    full = ours(config)
+    peer_docs = args.out / "peer-docs"
+    if peer_docs.exists():
+        shutil.rmtree(peer_docs)
+    shutil.copytree(docs, peer_docs)
+    have_peer = Path(args.peer).exists()
+    lfull = peer(args.peer, peer_docs, args.out / "peer-store", "full") if have_peer else {"error": "no venv"}
+    changed = change_one_percent(docs)
+    change_one_percent(peer_docs)
+    again = ours(config)
+    lagain = peer(args.peer, peer_docs, args.out / "peer-store", "again") if have_peer else {"error": "no venv"}
+    cpu = sorted({f for f in open("/proc/cpuinfo").read().split() if f in ("avx2", "avx512_bf16", "avx512_vnni",
+                                                                             "amx_bf16")})
+    head = ("| run | files | chunks | wall s | walk s | hash s | parse s | chunk s | embed s | index s | files/s (parse) "
+            "| chunks/s (embed) |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+    table = [head, *rows("ours: full sync", full), *rows("ours: 1% re-sync", again)]
+    for name, r in (("LlamaIndex: full", lfull), ("LlamaIndex: 1% again", lagain)):
+        if "error" not in r:
+            table += rows(name, r)
+    body = f"""## Sync of a folder of real files (bench/sync_bench.py)
+
+{n} files ({args.files} from /usr/share/doc, {args.real} copies of the real-format set), on {platform.machine()}
+with {os.cpu_count()} cores ({', '.join(cpu)}); model {full.get('model', 'all-MiniLM-L6-v2')} on the runtime
+`runtime: auto` picks. The 1% change: {changed['edited']} files edited, {changed['deleted']} deleted,
+{changed['new']} new (of {changed['of']}).
+
+{chr(10).join(table)}
+
+- Ours: full sync {full['wall']:.1f} s, {full['files']} files, {full['chunks_added']} chunks ({full['failed']} files
+  refused, each named); the 1% re-sync {again['wall']:.2f} s = {100 * again['wall'] / full['wall']:.1f}% of the full
+  sync, re-parsing {again['new'] + again['changed']} files and embedding {again['embedded']} chunks ({again['reused']}
+  reused), {again['unchanged']} files skipped by size and mtime.
+"""
+    for name, r in (("LlamaIndex full", lfull), ("LlamaIndex again", lagain)):
+        if "error" in r:
+            body += f"- {name}: did not run: {r['error'].strip().splitlines()[-1] if r['error'].strip() else '?'}\n"
+        else:
+            body += (f"- {name}: {r['wall']:.1f} s ({r['files']} documents read, {r['chunks']} nodes; "
+                     f"{r.get('note', '')})\n")
+    body += ("- UltraRAG's `build_text_corpus` was not run: it lives in UltraRAG's corpus MCP server, which needs "
+             "UltraRAG's own environment (not installed here).\n")
+    write_section("sync", body)
+    print(body)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "bench"))
+    main()
