@@ -79,7 +79,7 @@ def change_one_percent(docs: Path, seed: int = 7) -> dict[str, int]:
             f.write("\n\nAn appended paragraph about a nightly change to this file.\n")
     for p in deletes:
         p.unlink()
-    for i, p in enumerate(news):
+    for i, _ in enumerate(news):
         (docs / "new").mkdir(exist_ok=True)
         (docs / "new" / f"new{i}.txt").write_text(f"A new file, number {i}, about the release of version {i}.0.\n")
     return {"edited": len(edits), "deleted": len(deletes), "new": len(news), "of": len(every)}
