@@ -75,7 +75,9 @@ def main() -> None:
     pipeline.persist(str(store))
     persist = time.perf_counter() - t
     files = len({d.metadata.get("file_path") for d in docs})
-    print(json.dumps({"files": files, "chunks": len(nodes), "wall": time.perf_counter() - start,
+    raw_gz = len({d.metadata.get("file_path") for d in docs
+                  if str(d.metadata.get("file_path", "")).endswith(".gz") and d.text.startswith("\x1f")})
+    print(json.dumps({"files": files, "chunks": len(nodes), "gz_read_as_compressed_bytes": raw_gz, "wall": time.perf_counter() - start,
                       "seconds": {**SECONDS, "index": run - SECONDS["chunk"] - SECONDS["embed"] + persist},
                       "note": "a PDF read per page is several documents; `index`: the pipeline's docstore and vector "
                               "store work and its persist"}))

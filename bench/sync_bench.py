@@ -167,14 +167,17 @@ with {os.cpu_count()} cores ({', '.join(cpu)}); model {full.get('model', 'all-Mi
 - Ours: full sync {full['wall']:.1f} s, {full['files']} files, {full['chunks_added']} chunks ({full['failed']} files
   refused, each named); the 1% re-sync {again['wall']:.2f} s = {100 * again['wall'] / full['wall']:.1f}% of the full
   sync, re-parsing {again['new'] + again['changed']} files and embedding {again['embedded']} chunks ({again['reused']}
-  reused), {again['unchanged']} files skipped by size and mtime.
+  reused), {again['unchanged']} files skipped by size and mtime. Opening the collection before each (not in the
+  table): {full['init']:.1f} s empty, {again['init']:.1f} s with its {full['chunks_added']} chunks; with it the
+  re-sync is {100 * (again['wall'] + again['init']) / (full['wall'] + full['init']):.1f}% of the full sync.
 """
     for name, r in (("LlamaIndex full", lfull), ("LlamaIndex again", lagain)):
         if "error" in r:
             body += f"- {name}: did not run: {r['error'].strip().splitlines()[-1] if r['error'].strip() else '?'}\n"
         else:
-            body += (f"- {name}: {r['wall']:.1f} s ({r['files']} documents read, {r['chunks']} nodes; "
-                     f"{r.get('note', '')})\n")
+            body += (f"- {name}: {r['wall']:.1f} s ({r['files']} files read, {r['chunks']} nodes; "
+                     f"{r.get('gz_read_as_compressed_bytes', '?')} .gz files read as their compressed bytes, "
+                     f"not decompressed; {r.get('note', '')})\n")
     body += ("- UltraRAG's `build_text_corpus` was not run: it lives in UltraRAG's corpus MCP server, which needs "
              "UltraRAG's own environment (not installed here).\n")
     write_section("sync", body)

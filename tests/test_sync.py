@@ -317,3 +317,21 @@ def test_watch_syncs_as_files_come_and_go_and_stops_on_sigterm(docs: Path, tmp_p
     e = engine_for(config)
     e.init()
     assert not any(i.startswith("fresh.md") for i in e.need("t").collection.row_of)
+
+
+def test_the_agent_ingests_a_folder_inside_the_allowed_paths_and_no_other(docs: Path, tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    config = project(root, docs)  # docs lies outside the project's folder: not an allowed path
+    shutil.copytree(docs / "a", root / "shared" / "a")
+    shutil.copytree(docs / "guide", root / "shared" / "guide")
+    e = engine_for(config)
+
+    async def run() -> tuple[Any, Any]:
+        async with Client(build_server(e)) as client:  # the agent's profile
+            ok = await client.call_tool("ingest_document", {"path": "shared"})
+            refused = await client.call_tool("ingest_document", {"path": str(docs)}, raise_on_error=False)
+            return json.loads(ok.content[0].text), refused
+
+    ok, refused = asyncio.run(run())
+    assert ok["new"] == 3 and ok["sources"] == ["shared"] and refused.is_error
+    assert {"shared/a/README.md:0", "shared/guide/manual.pdf:0"} <= set(e.need("t").collection.row_of)

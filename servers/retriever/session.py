@@ -106,10 +106,11 @@ def bm25_manifest(s: Session) -> dict[str, Any]:
             "collection_rows": s.collection.rows}
 
 
-def bm25_after(s: Session, index: BM25Index, progress: bool) -> BM25Index:
+def bm25_after(s: Session, index: BM25Index, progress: bool, rebuild: bool = True) -> BM25Index:
     """`index` brought up to the session's collection: the documents added since, as a delta
     (search/bm25.py's Delta), or, past `rebuild_fraction` of changes (or for an index built before
-    deltas, or one ahead of the log), BM25 rebuilt over the live documents and saved."""
+    deltas, or one ahead of the log), BM25 rebuilt over the live documents and saved. `rebuild`
+    false: a delta whatever its size (a sync rebuilds once at its end)."""
     c = s.collection
     built = index.manifest.get("collection_rows")
     if built is not None and index.avgdl is not None and not ahead_of_log(index, c):
@@ -117,7 +118,7 @@ def bm25_after(s: Session, index: BM25Index, progress: bool) -> BM25Index:
         new = np.flatnonzero(c.live[start:]) + start
         changed = len(new) + (len(index.delta) if index.delta is not None else 0)
         changed += int(np.count_nonzero(~c.live[index.base_rows()]))
-        if changed <= s.config.backend_configs.bm25.rebuild_fraction * index.documents:
+        if not rebuild or changed <= s.config.backend_configs.bm25.rebuild_fraction * index.documents:
             return index.with_added(released(s, c.texts(new.tolist())), new) if len(new) else index
     rebuilt = build_bm25(s, progress)
     rebuilt.save(s.config.paths().bm25, bm25_manifest(s))

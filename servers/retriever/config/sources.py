@@ -36,7 +36,7 @@ class SourceConfig(Section):
     chunking: ChunkingConfig = ChunkingConfig(by="word", length=150, overlap=20)
     follow_symlinks: bool = False  # a link out of the folder is not followed unless this is true
     max_files: int = Field(100_000, ge=1)  # a walk that finds more stops with an error (a wrong root, say)
-    commit_chunks: int = Field(2048, ge=1)  # chunks per commit (a kill loses at most the batch in hand)
+    commit_chunks: int = Field(4096, ge=1)  # chunks per commit, or 30 s of work (a kill loses at most the batch in hand)
 
     @model_validator(mode="after")
     def _flat_chunks(self) -> SourceConfig:

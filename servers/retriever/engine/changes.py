@@ -18,7 +18,7 @@ from ..store.manifests import corpus_manifest
 Report = dict[str, Any]
 
 
-def commit(s: Session, changes: ChangeLog, progress: bool) -> Session:
+def commit(s: Session, changes: ChangeLog, progress: bool, rebuild_bm25: bool = True) -> Session:
     """Publish the new change log (the commit point), then bring the indexes up to it: FAISS
     appends the new vectors, Milvus upserts and deletes, BM25 takes the added documents as its
     delta (or is rebuilt and saved past rebuild_fraction: session.bm25_after), the learned-sparse
@@ -35,7 +35,7 @@ def commit(s: Session, changes: ChangeLog, progress: bool) -> Session:
     gone = {s.collection.ids[r] for r in newly} - {d.id for d in added}
     change = Change(added, vectors, sorted(gone), collection.row_of, changes.generation)
     dense = s.dense.apply(change) if s.dense is not None else None
-    bm25 = bm25_after(nxt, s.bm25, progress) if s.bm25 is not None and len(collection) else None
+    bm25 = bm25_after(nxt, s.bm25, progress, rebuild_bm25) if s.bm25 is not None and len(collection) else None
     if bm25 is None and s.docs is None and len(collection) and not s.config.is_multimodal:
         bm25 = first_bm25(nxt, progress)
     nxt = replace(nxt, dense=dense, bm25=bm25)

@@ -8,7 +8,8 @@ removed one is a move (its chunks copied under the new id); anything else is par
 embedded, and a chunk whose text the collection already holds takes its stored vector. Files
 gone from the folder lose their chunks.
 
-Changes are committed in batches through the change log (engine/changes.py): a file's new
+Changes are committed in batches (commit_chunks, or every 30 s) through the change log
+(engine/changes.py); BM25 follows each as a delta and is rebuilt once at the end. A file's new
 chunks and the deletion of its old ones are one commit, so a search never sees half a file,
 and a sync killed at any point leaves the collection at its last commit; the next sync finds
 what is left to do from the chunks themselves."""
@@ -37,7 +38,7 @@ from . import changes
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int, str], None]  # files done, files in all, what is happening
-BATCH_SECONDS = 20.0  # at most this long between two commits (what a kill can cost)
+BATCH_SECONDS = 30.0  # at most this long between two commits (what a kill can cost)
 
 
 @dataclass
@@ -257,7 +258,7 @@ class Syncer:
         start = time.perf_counter()
         model = self.s.embedder.model_id if self.s.embedder is not None else None
         log_ = self.s.collection.with_changes(b.docs, vectors, model, b.drop)
-        self.s = changes.commit(self.s, log_, progress=False)
+        self.s = changes.commit(self.s, log_, progress=False, rebuild_bm25=False)  # rebuilt once at the end
         self.committed = True
         self.publish(self.s)
         self.tally.seconds["index"] += time.perf_counter() - start
