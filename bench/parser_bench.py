@@ -60,6 +60,7 @@ def main() -> None:
     libs: dict[str, Callable[[Path], str]] = {"ours": ours, "kreuzberg": kreuzberg, "markitdown": markitdown}
     rows = []
     found = {k: 0 for k in libs}
+    errors: list[str] = []
     for marker, where in MARKERS.items():
         path = root / where["path"]
         row = [where["path"]]
@@ -67,6 +68,9 @@ def main() -> None:
             try:
                 text = parse(path)
                 ok = marker in " ".join(text.replace("*", "").split())
+                if not ok:
+                    errors.append(f"- {name}, {where['path']}: the marker not found; the text read: "
+                                  f"{' '.join(text.split())[:120]!r}")
                 times = []
                 for _ in range(20):
                     t = time.perf_counter()
@@ -76,6 +80,8 @@ def main() -> None:
                 found[name] += ok
             except Exception as e:  # noqa: BLE001 - a library that cannot read a format says so here
                 row.append(f"error ({type(e).__name__})")
+                said = " ".join(str(e).replace(str(root), "<folder>").split())[:230]
+                errors.append(f"- {name}, {where['path']}: {said}")
         rows.append("| " + " | ".join(row) + " |")
     sizes = {"ours": size("pypdf", "docx", "pptx", "openpyxl", "ebooklib", "bs4", "markdown_it", "charset_normalizer",
                           "lxml", "et_xmlfile", "soupsieve", "mdurl"),
@@ -90,7 +96,11 @@ The marker sentence of each file of the real-format set (retriever/testing/folde
 {head}
 {chr(10).join(rows)}
 
-Markers found: {', '.join(f'{k} {v}/{len(MARKERS)}' for k, v in found.items())}. Installed size of what each
+Markers found: {', '.join(f'{k} {v}/{len(MARKERS)}' for k, v in found.items())}. What went wrong:
+
+{chr(10).join(dict.fromkeys(errors))}
+
+ Installed size of what each
 needs here (MiB, the packages' folders): {', '.join(f'{k} {v:.0f}' for k, v in sizes.items())}.
 """
     write_section("parsers", body)
