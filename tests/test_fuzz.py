@@ -38,7 +38,10 @@ plausible = st.sampled_from([
 
 @pytest.fixture(scope="module")
 def fuzz_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    engine = engine_for(copy_built(built_project, tmp_path_factory.mktemp("fuzz") / "p"))
+    config = copy_built(built_project, tmp_path_factory.mktemp("fuzz") / "p")
+    (config.parent / "folder").mkdir()  # a source, so that sync_sources is listed and fuzzed too
+    (config.parent / "folder" / "note.md").write_text("# Note\n\nA short note about tides.\n")
+    engine = engine_for(config, {"sources": [{"path": "folder"}]})
     engine.init()
     return build_server(engine, profile="full")
 

@@ -138,18 +138,26 @@ def test_mcp_over_http_a_deep_filter_is_a_tool_error(built_project: Path) -> Non
     assert b"Traceback" not in err, err.decode()[-2000:]
 
 
-# ---- a file that is not UTF-8 ----------------------------------------------------------------------
+# ---- a file that is not UTF-8, and one that is not text ---------------------------------------------
 
 
 @pytest.mark.parametrize("tool", ["retriever_ingest", "ingest_document"])
-def test_ingesting_a_file_that_is_not_utf8_names_the_file(built_project: Path, tmp_path: Path, tool: str) -> None:
+def test_a_latin1_file_is_read_in_its_charset_and_a_binary_one_is_named(built_project: Path, tmp_path: Path,
+                                                                         tool: str) -> None:
+    """Issue 42: Latin-1 text is read (charset-normalizer finds it), not refused; a file that is no
+    text is refused naming the file, never the server's folder."""
     config = copy_built(built_project, tmp_path / "p")
     (config.parent / "notes").mkdir()
-    (config.parent / "notes" / "latin1.txt").write_bytes("Café au lait, crème brûlée.".encode("latin-1"))
+    (config.parent / "notes" / "latin1.txt").write_bytes(("Café au lait, crème brûlée. " * 20).encode("latin-1"))
+    (config.parent / "notes" / "blob").write_bytes(b"\x00\x01binary\x00" * 64)
     mcp = MCP(engine_for(config))
     mcp.ok("retriever_init")
-    error = mcp.error(tool, {"path": "notes/latin1.txt"})
-    assert "latin1.txt" in error and "UTF-8" in error and "internal" not in error, error
+    ids = mcp.ok(tool, {"path": "notes/latin1.txt"})["ids"]
+    assert ids == ["notes/latin1.txt:0"]
+    got = mcp.ok("retriever_get_neighbors", {"id": ids[0], "before": 0, "after": 0})
+    assert "crème brûlée" in got["merged"]
+    error = mcp.error(tool, {"path": "notes/blob"})
+    assert "notes/blob" in error and "binary" in error and "internal" not in error, error
     assert str(config.parent) not in error, error
 
 

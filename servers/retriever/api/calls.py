@@ -99,13 +99,21 @@ def ingest(engine: Retriever, r: IngestRequest) -> Payload:
         metadata = {**({"doc_title": parsed.title} if parsed.title else {}), **(r.metadata or {})}
         return engine.ingest(r.source_id, parsed.text, metadata)
     path = engine.resolve_path(r.path, "path")
+    if not path.is_file() and not path.is_dir():
+        raise InvalidInputError(f"retriever_ingest: no file or folder {r.path[:200]!r} (a path relative to the "
+                                "server's parameter.yaml, inside the folders it allows)")
     source = r.source_id or _path_id(engine, r.path, path)
     if path.is_dir():
         from ..config import SourceConfig
 
         if r.metadata:
             raise InvalidInputError("retriever_ingest: metadata is for one file; a folder's files carry their own")
-        return engine.sync([SourceConfig(path=path, name=source)])
+        try:
+            folder = SourceConfig(path=path, name=source)
+        except ValueError as e:  # pydantic's: the name (a source_id or the folder's path) has a ':' or the like
+            raise InvalidInputError(f"retriever_ingest: {source!r} cannot name a folder's documents: "
+                                    f"{e.errors()[0]['msg'] if hasattr(e, 'errors') else e}") from None
+        return engine.sync([folder])
     return engine.ingest_records(source, file_records(engine, path, source, r.metadata or {}))
 
 

@@ -102,6 +102,9 @@ def _gunzip(data: bytes, name: str, most: int) -> bytes:
     return out.getvalue()
 
 
+WESTERN = ("cp1252", "latin_1", "iso8859_15")
+
+
 def decode(data: bytes, name: str) -> tuple[str, str]:
     """Text and its encoding: UTF-8 (a BOM dropped) where it decodes, else what charset-normalizer finds."""
     try:
@@ -112,9 +115,13 @@ def decode(data: bytes, name: str) -> tuple[str, str]:
         from charset_normalizer import from_bytes
     except ImportError as e:
         raise MissingDependencyError("charset_normalizer", "mcp-retriever[docs]") from e
-    best = from_bytes(data[: 1 << 20]).best()
+    found = from_bytes(data[: 1 << 20])
+    best = found.best()
     if best is None:
         raise InvalidInputError(f"{name}: not text in any encoding charset-normalizer knows")
+    # a tie (short Latin-1 text reads as well in cp1250, cp1257, ...) goes to Western European, the commonest
+    best = next((m for m in found if m.encoding in WESTERN and m.chaos <= best.chaos and m.coherence >= best.coherence),
+                best)
     return data.decode(best.encoding, errors="replace"), best.encoding
 
 
