@@ -210,7 +210,7 @@ def test_the_cli_syncs_named_folders_and_exits_2_only_when_nothing_worked(docs: 
     bad = tmp_path / "bad"
     (bad).mkdir()
     shutil.copy(docs / "broken" / "bad.pdf", bad / "bad.pdf")
-    proc = run_cli("sync", "--config", str(config), str(bad))
+    proc = run_cli("sync", "--config", str(config), "--collection", "bad", str(bad))
     assert proc.returncode == 2 and json.loads(proc.stdout)["errors"][0]["path"] == "bad.pdf"
 
 
@@ -335,3 +335,31 @@ def test_the_agent_ingests_a_folder_inside_the_allowed_paths_and_no_other(docs: 
     ok, refused = asyncio.run(run())
     assert ok["new"] == 3 and ok["sources"] == ["shared"] and refused.is_error
     assert {"shared/a/README.md:0", "shared/guide/manual.pdf:0"} <= set(e.need("t").collection.row_of)
+
+
+def test_a_folder_named_on_the_command_line_may_not_take_a_yaml_source_s_name(docs: Path, tmp_path: Path) -> None:
+    """A source's name says which files of its collection are its own: a second folder under the
+    same name would delete the first one's files as gone."""
+    config = project(tmp_path / "p", docs / "a")  # the YAML's source: name ""
+    proc = run_cli("sync", "--config", str(config), str(docs / "b"))
+    assert proc.returncode == 2 and "both fill collection" in proc.stderr, proc.stderr[-1000:]
+    proc = run_cli("sync", "--config", str(config), str(docs / "a"))  # the YAML's own folder: synced as it says
+    assert proc.returncode == 0 and json.loads(proc.stdout)["new"] == 1, proc.stderr[-1000:]
+
+
+def test_a_chunk_s_text_starts_with_its_title_and_headings_and_offsets_place_the_rest(docs: Path,
+                                                                                        tmp_path: Path) -> None:
+    e, _ = synced(project(tmp_path / "p", docs))
+    c = e.need("t").collection
+    chunk = c.get(c.row_of["guide/report.docx:1"])
+    line, _, body = chunk.text.partition("\n")
+    assert line == "Annual report > Logistics" and chunk.metadata["context_chars"] == len(line) + 1
+    assert body.startswith("Granite pelicans") and chunk.metadata["end"] - chunk.metadata["start"] == len(body)
+    whole = e.fetcher("t")
+    from retriever.documents.windows import merge
+    from retriever.documents.windows import whole as all_chunks
+
+    text = merge(all_chunks(whole, "guide/report.docx", 100))
+    assert "Annual report > Logistics" not in text and list(MARKERS)[4] in text  # the whole file, no context lines
+    plain, _ = synced(project(tmp_path / "q", docs, out="plain", context=False))
+    assert plain.need("t").collection.get(plain.need("t").collection.row_of["guide/report.docx:1"]).text == body

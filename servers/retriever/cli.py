@@ -208,21 +208,31 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 def _sources(args: argparse.Namespace) -> tuple[dict[str, list[Any]], Any]:
     """The sources to sync, by collection: the folders named on the command line, or the YAML's."""
-    from .config import SourceConfig
+    from .config import SourceConfig, check_sources
 
     cfg = _retriever(args).base_config
+    default = args.collection if args.collection is not None else cfg.collection_name
     if args.paths:
         missing = [str(p) for p in args.paths if not p.is_dir()]
         if missing:
             raise RetrieverError(f"not a folder: {', '.join(missing)}")
+        known = {s.path.resolve(): s for s in cfg.sources}  # a folder the YAML lists is synced as it says
         named = len(args.paths) > 1  # several folders in one collection: each file's id starts with its folder's name
-        sources = [SourceConfig(path=p.resolve(), name=p.resolve().name if named else "") for p in args.paths]
+        sources = [known.get(p.resolve()) or SourceConfig(path=p.resolve(), name=p.resolve().name if named else "",
+                                                          collection=default)
+                   for p in args.paths]
+        # a source's name says which files of its collection are its own: two folders under one name would
+        # each delete the other's files, so the named folders may not share one with each other or the YAML's
+        try:
+            check_sources(sources + [s for s in cfg.sources if s not in sources], cfg.collection_name)
+        except ValueError as e:
+            raise RetrieverError(f"{e}; name a folder of the YAML's sources, or give --collection another "
+                                 "collection") from None
     else:
         sources = cfg.sources
     if not sources:
         raise RetrieverError(f"nothing to {args.command}: name folders (retriever {args.command} PATH ...) or list "
                              "them under `sources:` in parameter.yaml")
-    default = args.collection if args.collection is not None else cfg.collection_name
     groups: dict[str, list[Any]] = {}
     for source in sources:
         groups.setdefault(source.collection or default, []).append(source)

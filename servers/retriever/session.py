@@ -49,7 +49,7 @@ class Session:
         return self.collection.base
 
 
-def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
+def open_session(cfg: Config, embedder: Embedder | None = None, reader: bool = False) -> Session:
     """Open the corpus and change log, build the embedder, load the saved indexes (refusing any
     that does not match; with `overwrite` it is skipped with a warning, to be rebuilt). An
     `embedder` given is used instead of building one (another collection, the same model).
@@ -57,7 +57,8 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
     The embedder is built on a thread of its own while the corpus and BM25 load: its runtime's
     start-up (onnxruntime's session, OpenVINO's compiled model) releases the GIL. A corpus or
     BM25 error goes up first, once the embedder's build has finished; then the embedder's, then
-    the dense index's."""
+    the dense index's. A `reader` (a search loading what another process published) writes no
+    BM25 index of its own."""
     index_backend, held = backend_for(cfg)  # chosen here, once: the session carries both
     bm25_warnings: list[str] = []
     # leaving the block waits for the build, also when a load fails (its own outcome then dropped)
@@ -73,7 +74,7 @@ def open_session(cfg: Config, embedder: Embedder | None = None) -> Session:
         paths = cfg.paths()
         collection = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs), cfg.is_multimodal))
         corpus_only = Session(cfg, collection, None, None, None, index_backend, held)  # BM25 needs no embedder
-        bm25 = None if held is not None else _guard(cfg, bm25_warnings, lambda: load_bm25(corpus_only, bm25_warnings))
+        bm25 = None if held is not None else _guard(cfg, bm25_warnings, lambda: load_bm25(corpus_only, bm25_warnings, reader))
     if building is not None:
         embedder = building.result()
     warnings: list[str] = list(embedder.warnings) if embedder else []
@@ -106,11 +107,12 @@ def bm25_manifest(s: Session) -> dict[str, Any]:
             "collection_rows": s.collection.rows}
 
 
-def bm25_after(s: Session, index: BM25Index, progress: bool, rebuild: bool = True) -> BM25Index:
+def bm25_after(s: Session, index: BM25Index, progress: bool, rebuild: bool = True, save: bool = True) -> BM25Index:
     """`index` brought up to the session's collection: the documents added since, as a delta
     (search/bm25.py's Delta), or, past `rebuild_fraction` of changes (or for an index built before
     deltas, or one ahead of the log), BM25 rebuilt over the live documents and saved. `rebuild`
-    false: a delta whatever its size (a sync rebuilds once at its end)."""
+    false: a delta whatever its size (a sync rebuilds once at its end); `save` false: what must be
+    rebuilt is rebuilt in memory only (a reader loading what a writer published writes nothing)."""
     c = s.collection
     built = index.manifest.get("collection_rows")
     if built is not None and index.avgdl is not None and not ahead_of_log(index, c):
@@ -121,7 +123,8 @@ def bm25_after(s: Session, index: BM25Index, progress: bool, rebuild: bool = Tru
         if not rebuild or changed <= s.config.backend_configs.bm25.rebuild_fraction * index.documents:
             return index.with_added(released(s, c.texts(new.tolist())), new) if len(new) else index
     rebuilt = build_bm25(s, progress)
-    rebuilt.save(s.config.paths().bm25, bm25_manifest(s))
+    if save:
+        rebuilt.save(s.config.paths().bm25, bm25_manifest(s))
     return rebuilt
 
 
@@ -131,9 +134,10 @@ def ahead_of_log(index: BM25Index, c: Collection) -> bool:
                 or index.manifest.get("log_generation", 0) > c.changes.generation)
 
 
-def load_bm25(s: Session, warnings: list[str]) -> BM25Index | None:
+def load_bm25(s: Session, warnings: list[str], reader: bool = False) -> BM25Index | None:
     """The saved BM25 index, with the documents added since it was built as its delta (or
-    rebuilt over the live documents when the changes since pass rebuild_fraction)."""
+    rebuilt over the live documents when the changes since pass rebuild_fraction; a `reader`
+    takes the delta whatever its size and saves nothing: the writer publishes its own)."""
     bcfg = s.config.backend_configs.bm25
     folder = s.config.paths().bm25
     index = BM25Index.load(folder, bcfg)
@@ -147,7 +151,7 @@ def load_bm25(s: Session, warnings: list[str]) -> BM25Index | None:
             warnings.append(f"{folder} was built over changes the change log does not have; rebuilt over the "
                             "live documents")
             log.warning(warnings[-1])
-        index = bm25_after(s, index, progress=False)
+        index = bm25_after(s, index, progress=False, rebuild=not reader, save=not reader)
     return index
 
 

@@ -33,8 +33,8 @@ opened = calls.opened  # the operator's collection, opened on the first call (th
 
 
 # A chunk of a file (sync, ingest by path) cites where it is: these fields go to the hit's `source`
-CITATION = ("path", "page", "heading", "start", "end", "modified", "doc_title")
-BOOKKEEPING = ("source_id", "sync_source", "size", "mtime_ns", "sha256", "split_id")  # sync's own, not shown
+CITATION = ("path", "page", "heading", "start", "end", "modified", "doc_title", "format")
+BOOKKEEPING = ("source_id", "sync_source", "size", "mtime_ns", "sha256", "split_id", "context_chars")  # sync's own, not shown
 
 
 def _hit(h: Hit, collection: str | None = None) -> dict[str, Any]:

@@ -113,6 +113,11 @@ def ingest(engine: Retriever, r: IngestRequest) -> Payload:
         except ValueError as e:  # pydantic's: the name (a source_id or the folder's path) has a ':' or the like
             raise InvalidInputError(f"retriever_ingest: {source!r} cannot name a folder's documents: "
                                     f"{e.errors()[0]['msg'] if hasattr(e, 'errors') else e}") from None
+        cfg = engine.config
+        if any(s.name == folder.name and (s.collection or cfg.collection_name) == cfg.collection_name
+               and s.path.resolve() != path.resolve() for s in cfg.sources):
+            raise InvalidInputError(f"retriever_ingest: {source!r} names a source folder of this collection in "
+                                    "parameter.yaml; give another source_id")
         return engine.sync([folder])
     return engine.ingest_records(source, file_records(engine, path, source, r.metadata or {}))
 

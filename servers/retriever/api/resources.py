@@ -51,8 +51,9 @@ def read(engine: Retriever, key: str) -> dict[str, Any] | None:
         if not chunks:
             return None
         text = merge(chunks)
-    most = engine.config.reply.max_bytes or len(text)
-    if len(text) > most:
-        text = (f"{text[:most]}\n[cut at {most} of {len(text)} characters (reply.max_bytes); read the rest with "
-                f"get_document(ids=[\"{key}:<n>\"]) chunk by chunk]")
+    raw = text.encode("utf-8")
+    most = engine.config.reply.max_bytes or len(raw)
+    if len(raw) > most:
+        text = (f"{raw[:most].decode('utf-8', 'ignore')}\n[cut at {most} of {len(raw)} bytes (reply.max_bytes); read "
+                f"the rest with get_document(ids=[\"{key}:<n>\"]) chunk by chunk]")
     return {"uri": uri(key), "mimeType": "text/plain", "text": text}

@@ -34,6 +34,8 @@ class SourceConfig(Section):
     exclude: list[str] = DEFAULT_EXCLUDE
     # cut per page / section; MiniLM reads 256 word pieces (about 150-190 words)
     chunking: ChunkingConfig = ChunkingConfig(by="word", length=150, overlap=20)
+    # each chunk's indexed text starts with its document's title and heading path (bench/RESULTS.md, context)
+    context: bool = True
     follow_symlinks: bool = False  # a link out of the folder is not followed unless this is true
     max_files: int = Field(100_000, ge=1)  # a walk that finds more stops with an error (a wrong root, say)
     commit_chunks: int = Field(4096, ge=1)  # chunks per commit, or 30 s of work (a kill loses at most the batch in hand)

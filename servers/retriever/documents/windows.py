@@ -43,10 +43,11 @@ def rows_of(collection: Collection) -> Fetch:
 
 
 def merge(chunks: Sequence[Document]) -> str:
-    """The chunks' texts joined by offset: an overlap is written once, a gap becomes a space."""
+    """The chunks' texts joined by offset (a sync's context line dropped): an overlap is written
+    once, a gap becomes a space."""
     ordered = sorted(chunks, key=lambda d: d.metadata.get("start", 0))
     text, end = "", None
-    for d in ordered:
+    for d in (_body(c) for c in ordered):
         start = d.metadata.get("start")
         if end is None or start is None:
             text, end = (text + " " if text else "") + d.text, (start or 0) + len(d.text)
@@ -57,6 +58,12 @@ def merge(chunks: Sequence[Document]) -> str:
             text += " " + d.text
             end = start + len(d.text)
     return text
+
+
+def _body(d: Document) -> Document:
+    """A chunk without the context line a sync puts before its text (sources/records.py)."""
+    skip = d.metadata.get("context_chars")
+    return replace(d, text=d.text[skip:]) if isinstance(skip, int) and skip > 0 else d
 
 
 def with_windows(fetch: Fetch, results: list[list[Hit]], window: int) -> list[list[Hit]]:

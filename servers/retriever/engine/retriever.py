@@ -58,7 +58,7 @@ class Retriever:
         self.shared = shared  # served to many clients (HTTP): retriever_init may not change the settings
         self.ultrarag = False  # tool arguments read with UltraRAG's meanings (pipeline/ultrarag.py)
         self.session: Session | None = None
-        self._write_lock = threading.RLock()  # one build at a time; searches wait on it only to reload
+        self._write_lock = threading.RLock()  # one build at a time; a search takes it only to reload, never waits
         self._stamp: tuple[Any, ...] = ()  # the published files the session was read from (disk_stamp)
         self._others = Others()  # other collections opened by fan-out searches and collection_name
 
@@ -124,14 +124,17 @@ class Retriever:
         s = self.session
         if s is None:
             raise NotInitializedError(tool)
-        if self._stamp != disk_stamp(s.config):
-            with self._write_lock:
+        # a writer of this process holding the lock publishes its own sessions: serve the current one
+        if self._stamp != disk_stamp(s.config) and self._write_lock.acquire(blocking=False):
+            try:
                 s = self.session
                 if s is not None and self._stamp != (stamp := disk_stamp(s.config)):
                     log.info("%s: the collection was published anew by another writer; loading it", tool)
                     s = self.session = _reopen(s)  # on failure the stamp stays: the next call tries again
                     self._stamp = stamp  # read before the load: a publish during it is seen next time
                     self._others.clear()
+            finally:
+                self._write_lock.release()
         return s  # type: ignore[return-value]
 
     def _need_embedder(self, tool: str) -> tuple[Session, Embedder]:
@@ -439,7 +442,7 @@ def _reopen(s: Session, tries: int = 3) -> Session:
     being read, so a missing file means: read the newer one."""
     for attempt in range(tries):
         try:
-            return open_session(s.config, s.embedder)
+            return open_session(s.config, s.embedder, reader=True)
         except FileNotFoundError:
             if attempt == tries - 1:
                 raise

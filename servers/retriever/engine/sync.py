@@ -167,7 +167,10 @@ class Syncer:
         follows as a delta, whose statistics (document count, lengths, idf) are the base's; after
         a sync its scores are what a fresh index of the folder gives."""
         s = self.s
-        if not self.committed or s.bm25 is None:
+        behind = s.bm25 is not None and (
+            (s.bm25.delta is not None and len(s.bm25.delta) > 0)  # a sync killed before its rebuild, say
+            or s.bm25.manifest.get("log_generation") != s.collection.changes.generation)
+        if s.bm25 is None or not (self.committed or behind):
             return
         start = time.perf_counter()
         index = build_bm25(s, progress=False)
@@ -206,7 +209,7 @@ class Syncer:
         t.seconds["parse"] += time.perf_counter() - start
         start = time.perf_counter()
         limit = self.s.config.limits.max_chunks
-        records = chunk_records(new_id, parsed, stamp, self.source.chunking, limit)
+        records = chunk_records(new_id, parsed, stamp, self.source.chunking, limit, self.source.context)
         if len(records) > limit:
             raise RetrieverError(f"{f.rel}: more than limits.max_chunks ({limit}) chunks; raise it or chunk larger")
         docs = parse_documents(records) if records else []

@@ -2,7 +2,7 @@
 
 A section is a run of text with its place for citations: the PDF page or the slide, and the
 heading path above it (Markdown, reST, HTML, DOCX, EPUB; a sheet's name for a workbook). The
-libraries were chosen by measurement (bench/PARSERS.md): pypdf per page (bounded as
+libraries were chosen by measurement (bench/RESULTS.md, section parsers): pypdf per page (bounded as
 documents/parse.py bounds it), python-docx, python-pptx, openpyxl, ebooklib + BeautifulSoup,
 markdown-it-py; text in any common encoding through charset-normalizer. A `.gz` file is its
 inner file (`notes.md.gz` is Markdown), inflated no further than max_file_bytes; a file with no

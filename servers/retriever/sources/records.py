@@ -35,18 +35,32 @@ class FileStamp:
                 "sha256": self.sha256, "modified": when}
 
 
+def context_line(title: str | None, heading: tuple[str, ...]) -> str:
+    """"Title > Heading > Subheading" (the title once where the first heading repeats it), or ""."""
+    parts = [title] if title else []
+    parts += list(heading[1:] if heading and title and heading[0] == title else heading)
+    return " > ".join(p for p in parts if p.strip())
+
+
 def chunk_records(doc_id: str, parsed: Parsed, stamp: FileStamp, chunking: ChunkingConfig,
-                  most: int | None = None) -> list[dict[str, Any]]:
-    """The file's chunks as corpus records `{id, contents, ...citation}`, ids `<doc_id>:<n>`."""
+                  most: int | None = None, context: bool = True) -> list[dict[str, Any]]:
+    """The file's chunks as corpus records `{id, contents, ...citation}`, ids `<doc_id>:<n>`. With
+    `context`, a chunk's text starts with its document's title and heading path on a line of its
+    own (`context_chars` long, newline included), indexed with it: on SciFact's sentences that won
+    in every mode (bench/RESULTS.md, section context); `start` / `end` place the text after it."""
     out: list[dict[str, Any]] = []
     offset = 0
     base = {"source_id": doc_id, **stamp.fields(), "format": parsed.format}
     if parsed.title:
         base["doc_title"] = parsed.title
     for section in parsed.sections:
+        line = context_line(parsed.title, section.heading) if context else ""
         for c in chunks_of(section.text, chunking, most):
-            rec = {"id": f"{doc_id}:{len(out)}", "contents": section.text[c.start : c.end], **base,
+            text = section.text[c.start : c.end]
+            rec = {"id": f"{doc_id}:{len(out)}", "contents": f"{line}\n{text}" if line else text, **base,
                    "split_id": len(out), "start": offset + c.start, "end": offset + c.end}
+            if line:
+                rec["context_chars"] = len(line) + 1
             if section.page is not None:
                 rec["page"] = section.page
             if section.heading:
