@@ -206,6 +206,9 @@ def test_the_cli_syncs_named_folders_and_exits_2_only_when_nothing_worked(docs: 
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     assert report["new"] == 2 and report["sources"] == ["a", "b"] and "sync: 1/1 files" in proc.stderr
+    # one of them alone: the same ids (the folder's name), nothing new
+    again = json.loads(run_cli("sync", "--config", str(config), str(docs / "a")).stdout)
+    assert (again["sources"], again["new"], again["unchanged"]) == (["a"], 0, 1)
     assert "another writer" not in proc.stderr  # its own commits are not taken for another process's
     bad = tmp_path / "bad"
     (bad).mkdir()
@@ -340,10 +343,13 @@ def test_the_agent_ingests_a_folder_inside_the_allowed_paths_and_no_other(docs: 
 def test_a_folder_named_on_the_command_line_may_not_take_a_yaml_source_s_name(docs: Path, tmp_path: Path) -> None:
     """A source's name says which files of its collection are its own: a second folder under the
     same name would delete the first one's files as gone."""
-    config = project(tmp_path / "p", docs / "a")  # the YAML's source: name ""
-    proc = run_cli("sync", "--config", str(config), str(docs / "b"))
-    assert proc.returncode == 2 and "both fill collection" in proc.stderr, proc.stderr[-1000:]
+    config = project(tmp_path / "p", docs / "a", name="x")  # the YAML's source: docs/a, named x
+    shutil.copytree(docs / "b", tmp_path / "elsewhere" / "x")  # another folder whose name is x
+    proc = run_cli("sync", "--config", str(config), str(tmp_path / "elsewhere" / "x"))
+    assert proc.returncode == 2 and "both fill collection" in proc.stderr and proc.stdout == "", proc.stderr[-1000:]
     proc = run_cli("sync", "--config", str(config), str(docs / "a"))  # the YAML's own folder: synced as it says
+    assert proc.returncode == 0 and json.loads(proc.stdout)["sources"] == ["x"], proc.stderr[-1000:]
+    proc = run_cli("sync", "--config", str(config), str(docs / "b"))  # named b: no clash, its own ids
     assert proc.returncode == 0 and json.loads(proc.stdout)["new"] == 1, proc.stderr[-1000:]
 
 

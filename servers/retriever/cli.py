@@ -217,17 +217,16 @@ def _sources(args: argparse.Namespace) -> tuple[dict[str, list[Any]], Any]:
         if missing:
             raise RetrieverError(f"not a folder: {', '.join(missing)}")
         known = {s.path.resolve(): s for s in cfg.sources}  # a folder the YAML lists is synced as it says
-        named = len(args.paths) > 1  # several folders in one collection: each file's id starts with its folder's name
-        sources = [known.get(p.resolve()) or SourceConfig(path=p.resolve(), name=p.resolve().name if named else "",
-                                                          collection=default)
+        # any other: its files' ids start with the folder's name, however many folders are named with it
+        sources = [known.get(p.resolve()) or SourceConfig(path=p.resolve(), name=p.resolve().name, collection=default)
                    for p in args.paths]
         # a source's name says which files of its collection are its own: two folders under one name would
         # each delete the other's files, so the named folders may not share one with each other or the YAML's
         try:
             check_sources(sources + [s for s in cfg.sources if s not in sources], cfg.collection_name)
         except ValueError as e:
-            raise RetrieverError(f"{e}; name a folder of the YAML's sources, or give --collection another "
-                                 "collection") from None
+            raise RetrieverError(f"{e}. List the folder under `sources:` in parameter.yaml with a `name` of its "
+                                 "own, or sync it into another collection (--collection)") from None
     else:
         sources = cfg.sources
     if not sources:
