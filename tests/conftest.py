@@ -79,8 +79,7 @@ def engine_for(config_path: Path, overrides: dict[str, Any] | None = None) -> Re
 def pytest_configure(config: pytest.Config) -> None:
     """The suite's process runs for half an hour and builds hundreds of engines: glibc's malloc is
     bounded as for `serve` (memory.bound_malloc). Tests that ran `main()` in process used to do it
-    for the rest of the suite; since batch commands keep glibc's defaults (issue 42), a dry run of
-    .ci/run without this peaked at 12,319 MB."""
+    for the rest of the suite; batch commands keep glibc's defaults since issue 42."""
     from retriever.memory import bound_malloc
 
     bound_malloc()

@@ -4,6 +4,7 @@ profile, the gate's middleware (core.py), and instructions that match the server
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -51,9 +52,16 @@ def add_documents_template(server: RetrieverMCP, engine: Retriever) -> None:
 
     template = resources.TEMPLATE
 
+    # the function outlived its server (an engine it closed over stayed alive after the server was
+    # dropped and collected: the fast tier peaked at 4.4 GB); a weak reference frees the engine with it
+    held = weakref.ref(engine)
+
     @server.resource(template["uriTemplate"], name=template["name"], description=template["description"],
                      mime_type=template["mimeType"])
     def document(id: str) -> str:  # noqa: A002 - the template's variable
+        engine = held()
+        if engine is None:
+            raise ResourceError("the server has shut down")
         out = resources.read(engine, id)
         if out is None:
             raise ResourceError(f"no document {id!r} in the served collection")
