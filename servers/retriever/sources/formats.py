@@ -14,32 +14,16 @@ from __future__ import annotations
 import gzip
 import io
 import re
-import zipfile
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ..config import LimitsConfig
 from ..documents.parse import parse_pdf
 from ..errors import InvalidInputError, LimitError, MissingDependencyError
 from ..security.limits import Deadline, check_count
-
-
-@dataclass(frozen=True)
-class Section:
-    text: str
-    page: int | None = None  # PDF page or slide, from 1
-    heading: tuple[str, ...] = ()  # the headings above the text, outermost first
-
-
-@dataclass(frozen=True)
-class Parsed:
-    sections: tuple[Section, ...]
-    format: str
-    title: str | None = None
-    meta: dict[str, str] = field(default_factory=dict)  # e.g. the encoding a text file was read in
-
+from .office import docx_, load_office, pptx_, xlsx_
+from .sections import Parsed, Section, Sections
 
 CODE = {".py", ".pyi", ".js", ".mjs", ".ts", ".tsx", ".jsx", ".go", ".rs", ".java", ".kt", ".c", ".h", ".cc", ".cpp",
         ".hpp", ".cs", ".rb", ".php", ".swift", ".scala", ".sh", ".bash", ".zsh", ".sql", ".r", ".lua", ".pl",
@@ -165,7 +149,7 @@ def _markdown(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) 
     except ImportError as e:
         raise MissingDependencyError("markdown_it", "mcp-retriever[docs]") from e
     text, enc = decode(data, name)
-    out = _Sections()
+    out = Sections()
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
     level = 0
     for i, token in enumerate(tokens):
@@ -191,7 +175,7 @@ def _rst(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) -> Pa
     character repeated); the first style met is level 1, as docutils reads it. Markup is kept."""
     text, enc = decode(data, name)
     lines = text.splitlines()
-    out, styles, para = _Sections(), [], []  # type: ignore[var-annotated]
+    out, styles, para = Sections(), [], []  # type: ignore[var-annotated]
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -240,8 +224,8 @@ def _html(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) -> P
     return _soup(soup, deadline).parsed("html", {"encoding": enc})
 
 
-def _soup(soup: object, deadline: Deadline, out: _Sections | None = None) -> _Sections:
-    out = out or _Sections()
+def _soup(soup: object, deadline: Deadline, out: Sections | None = None) -> Sections:
+    out = out or Sections()
     for tag in soup(["script", "style", "nav", "header", "footer", "noscript", "template"]):  # type: ignore[operator]
         tag.decompose()
     title = soup.title.get_text(" ", strip=True) if soup.title else None  # type: ignore[attr-defined]
@@ -271,101 +255,6 @@ def _pdf(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) -> Pa
     return Parsed(tuple(p for p in pages if p.text.strip()), "pdf", parsed.title)
 
 
-def _office(name: str, what: str, load: Callable[[], object]) -> object:
-    try:
-        return load()
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
-        raise InvalidInputError(f"{name}: not a readable {what} file ({type(e).__name__}: {e})") from None
-
-
-def _docx(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) -> Parsed:
-    try:
-        import docx
-        from docx.table import Table
-        from docx.text.paragraph import Paragraph
-    except ImportError as e:
-        raise MissingDependencyError("docx", "mcp-retriever[docs]") from e
-    doc = _office(name, "DOCX", lambda: docx.Document(io.BytesIO(data)))
-    out = _Sections()
-    body = doc.element.body  # type: ignore[attr-defined]
-    for n, child in enumerate(body.iterchildren()):
-        tag = child.tag.rsplit("}", 1)[-1]
-        if tag == "p":
-            para = Paragraph(child, doc)  # type: ignore[arg-type]
-            style = (para.style.name if para.style is not None else "") or ""
-            level = _heading_level(style)
-            if level is not None and para.text.strip():
-                out.heading(level, para.text.strip())
-            else:
-                out.add(para.text)
-        elif tag == "tbl":
-            table = Table(child, doc)  # type: ignore[arg-type]
-            out.add("\n".join("\t".join(c.text.strip() for c in row.cells) for row in table.rows))
-        if n % 256 == 0:
-            deadline.check()
-    props = doc.core_properties  # type: ignore[attr-defined]
-    if props.title:
-        out.title = props.title
-    return out.parsed("docx")
-
-
-def _heading_level(style: str) -> int | None:
-    if style == "Title":
-        return 1
-    m = re.fullmatch(r"Heading (\d)", style)
-    return int(m.group(1)) if m else None
-
-
-def _pptx(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) -> Parsed:
-    try:
-        from pptx import Presentation
-    except ImportError as e:
-        raise MissingDependencyError("pptx", "mcp-retriever[docs]") from e
-    deck = _office(name, "PPTX", lambda: Presentation(io.BytesIO(data)))
-    sections = []
-    slides = deck.slides  # type: ignore[attr-defined]
-    check_count(f"{name}: slides", len(slides), "max_pages", limits.max_pages, "split the deck")
-    for n, slide in enumerate(slides, 1):
-        deadline.check()
-        title_shape = slide.shapes.title
-        title = title_shape.text_frame.text.strip() if title_shape is not None and title_shape.has_text_frame else ""
-        title_id = title_shape.shape_id if title_shape is not None else None
-        texts = [s.text_frame.text.strip() for s in slide.shapes
-                 if s.has_text_frame and s.shape_id != title_id and s.text_frame.text.strip()]
-        for s in slide.shapes:
-            if s.has_table:
-                texts.append("\n".join("\t".join(c.text.strip() for c in row.cells) for row in s.table.rows))
-        if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
-            notes = slide.notes_slide.notes_text_frame.text.strip()
-            texts += [notes] if notes else []
-        body = "\n\n".join([title, *texts] if title else texts)
-        if body.strip():
-            sections.append(Section(body, page=n, heading=(title,) if title else ()))
-    title = deck.core_properties.title or None  # type: ignore[attr-defined]
-    return Parsed(tuple(sections), "pptx", title)
-
-
-def _xlsx(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) -> Parsed:
-    try:
-        import openpyxl
-    except ImportError as e:
-        raise MissingDependencyError("openpyxl", "mcp-retriever[docs]") from e
-    book = _office(name, "XLSX", lambda: openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True))
-    sections = []
-    for sheet in book.worksheets:  # type: ignore[attr-defined]
-        rows = []
-        for n, row in enumerate(sheet.iter_rows(values_only=True)):
-            cells = ["" if v is None else str(v) for v in row]
-            if any(c.strip() for c in cells):
-                rows.append("\t".join(cells).rstrip("\t"))
-            if n % 1024 == 0:
-                deadline.check()
-        if rows:
-            sections.append(Section("\n".join(rows), heading=(sheet.title,)))
-    book.close()  # type: ignore[attr-defined]
-    return Parsed(tuple(sections), "xlsx")
-
-
 def _epub(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) -> Parsed:
     try:
         import ebooklib
@@ -373,8 +262,8 @@ def _epub(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) -> P
         from ebooklib import epub
     except ImportError as e:
         raise MissingDependencyError("ebooklib", "mcp-retriever[docs]") from e
-    book = _office(name, "EPUB", lambda: epub.read_epub(io.BytesIO(data), options={"ignore_ncx": True}))
-    out = _Sections()
+    book = load_office(name, "EPUB", lambda: epub.read_epub(io.BytesIO(data), options={"ignore_ncx": True}))
+    out = Sections()
     for item in book.get_items_of_type(ebooklib.ITEM_DOCUMENT):  # type: ignore[attr-defined]
         deadline.check()
         _soup(BeautifulSoup(item.get_content(), "html.parser"), deadline, out)
@@ -383,36 +272,7 @@ def _epub(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) -> P
     return out.parsed("epub")
 
 
-class _Sections:
-    """Builds sections from paragraphs as headings come and go."""
-
-    def __init__(self) -> None:
-        self.path: list[tuple[int, str]] = []
-        self.paras: list[str] = []
-        self.done: list[Section] = []
-        self.title: str | None = None
-
-    def heading(self, level: int, text: str) -> None:
-        self.flush()
-        if self.title is None and level == 1:
-            self.title = text
-        self.path = [(lv, t) for lv, t in self.path if lv < level] + [(level, text)]
-
-    def add(self, text: str) -> None:
-        if text.strip():
-            self.paras.append(text.strip())
-
-    def flush(self) -> None:
-        if self.paras:
-            self.done.append(Section("\n\n".join(self.paras), heading=tuple(t for _, t in self.path)))
-            self.paras = []
-
-    def parsed(self, fmt: str, meta: dict[str, str] | None = None) -> Parsed:
-        self.flush()
-        return Parsed(tuple(self.done), fmt, self.title, meta or {})
-
-
 Parser = Callable[[bytes, str, LimitsConfig, Deadline], Parsed]
 PARSERS: dict[str, Parser] = {"text": _text, "code": _code, "csv": _csv, "jsonl": _jsonl, "markdown": _markdown,
-                              "rst": _rst, "html": _html, "pdf": _pdf, "docx": _docx, "pptx": _pptx, "xlsx": _xlsx,
+                              "rst": _rst, "html": _html, "pdf": _pdf, "docx": docx_, "pptx": pptx_, "xlsx": xlsx_,
                               "epub": _epub}
