@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from .indexes.bm25 import BM25Index
 from .store.collection import ChangeLog, Collection
 from .store.corpus import DocStore
 from .store.manifests import corpus_manifest
-from .store.persist import check_manifest
+from .store.persist import MANIFEST, check_manifest
 
 log = logging.getLogger(__name__)
 Allowed = tuple[np.ndarray | None, Filter | None]  # the candidates: a mask over rows (None: all), the filter
@@ -178,3 +179,30 @@ def candidates(s: Session, filters: dict[str, Any] | None) -> Allowed:
     """The candidate rows (live, passing the filter; None: every row) and the parsed filter."""
     f = None if filters is None else parse_filter(filters)
     return s.collection.allowed(f), f
+
+
+def reopen(s: Session, tries: int = 3) -> Session:
+    """`s`'s collection loaded again; a writer that publishes during the load removes the version
+    being read, so a missing file means: read the newer one."""
+    for attempt in range(tries):
+        try:
+            return open_session(s.config, s.embedder, reader=True)
+        except FileNotFoundError:
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def disk_stamp(cfg: Config) -> tuple[Any, ...]:
+    """Each published manifest the session loads from (change log, FAISS, BM25): its inode, size
+    and mtime. Publishing renames a new folder into place, so a new publish changes it; three
+    stat calls per search."""
+    paths = cfg.paths()
+    out: list[Any] = []
+    for folder in (paths.docs, paths.faiss, paths.bm25):
+        try:
+            st = os.stat(folder / MANIFEST)
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)

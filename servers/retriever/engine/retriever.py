@@ -7,7 +7,6 @@ parameter.yaml, for that call only.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,7 +34,7 @@ from ..search.hybrid import hybrid_options
 from ..search.rankers import kind, text_only
 from ..search.results import as_queries, check_top_k, pick, search_groups
 from ..security.guard import check_client_config, check_path
-from ..session import Session, open_session
+from ..session import Session, disk_stamp, open_session, reopen
 from ..store.catalog import recorded_corpus, remember_corpus
 from ..store.collection import parse_documents
 from ..store.corpus import DocStore
@@ -130,7 +129,7 @@ class Retriever:
                 s = self.session
                 if s is not None and self._stamp != (stamp := disk_stamp(s.config)):
                     log.info("%s: the collection was published anew by another writer; loading it", tool)
-                    s = self.session = _reopen(s)  # on failure the stamp stays: the next call tries again
+                    s = self.session = reopen(s)  # on failure the stamp stays: the next call tries again
                     self._stamp = stamp  # read before the load: a publish during it is seen next time
                     self._others.clear()
             finally:
@@ -435,33 +434,6 @@ class Retriever:
         path = Path(given)
         path = path if path.is_absolute() or self.base_dir is None else self.base_dir / path
         return check_path(path, self.base_config, self.base_dir, what)
-
-
-def _reopen(s: Session, tries: int = 3) -> Session:
-    """`s`'s collection loaded again; a writer that publishes during the load removes the version
-    being read, so a missing file means: read the newer one."""
-    for attempt in range(tries):
-        try:
-            return open_session(s.config, s.embedder, reader=True)
-        except FileNotFoundError:
-            if attempt == tries - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
-def disk_stamp(cfg: Config) -> tuple[Any, ...]:
-    """Each published manifest the session loads from (change log, FAISS, BM25): its inode, size
-    and mtime. Publishing renames a new folder into place, so a new publish changes it; three
-    stat calls per search."""
-    paths = cfg.paths()
-    out: list[Any] = []
-    for folder in (paths.docs, paths.faiss, paths.bm25):
-        try:
-            st = os.stat(folder / "manifest.json")
-            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
-        except OSError:
-            out.append(None)
-    return tuple(out)
 
 
 def _kind(s: Session, mode: str, h: HybridConfig, query_instruction: str | None) -> Ranker:
