@@ -54,8 +54,8 @@ def _hit(h: Hit, collection: str | None = None) -> dict[str, Any]:
 
 SEARCH_DOC = ("Search the document collection. mode: hybrid (default, best: meaning + keywords), dense (meaning) "
               "or bm25 (exact words). Returns per query its hits, best first: id, text, score (0..1, higher is "
-              "better, comparable within one mode), metadata; a chunk of a file has `source` (document, path, page, "
-              "heading, start/end) to cite. Read more with get_document (the document id, or around: N).")
+              "better, comparable within one mode), metadata; a file's chunk adds `source` (path, page, heading) to cite. "
+              "Read more with get_document.")
 
 
 class SearchRequest(Request):
@@ -102,8 +102,8 @@ def search(engine: Retriever, r: SearchRequest) -> Payload:
 
 # ---- documents --------------------------------------------------------------------------------
 
-GET_DOC = ("Read documents by id: text and metadata, and with `around` the chunks before and after each; a "
-           "file's document id (a hit's source.document) gives the whole file's text.")
+GET_DOC = ("Read documents by id: text and metadata, and with `around` the chunks before and after each; "
+           "source.document gives a whole file.")
 
 
 class GetRequest(Request):
@@ -158,13 +158,12 @@ def add_documents(engine: Retriever, r: ClassicAdd) -> Payload:
     return engine.add(r.documents)
 
 
-INGEST_DOC = ("Add one document from text (text, markdown or html) or a file or folder the server may read (PDF, "
-              "DOCX, PPTX, XLSX, HTML, Markdown, text, ...), cut into chunks <source_id>:<n> that cite their page "
-              "and heading; ingesting a source again replaces its chunks; a folder is kept in sync.")
+INGEST_DOC = ("Add one document from text (text, markdown or html) or a file or folder the server may read "
+              "(PDF, DOCX, PPTX, HTML, ...), cut into chunks <source_id>:<n>; ingesting a source again replaces "
+              "its chunks.")
 INGEST_SCHEMA = {"type": "object", "properties": {
     "source_id": {"type": "string"}, "ids": {"type": "array", "items": {"type": "string"}},
-    "replaced": {"type": "integer"}, "removed": {"type": "integer"}, "documents": {"type": "integer"},
-    "files": {"type": "integer"}, "errors": {"type": "array", "items": {"type": "object"}}}}
+    "replaced": {"type": "integer"}, "removed": {"type": "integer"}, "documents": {"type": "integer"}}}
 
 
 class IngestRequest(Request):
