@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from conftest import BIN, engine_for, run_cli, write_project
 from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
 from retriever.mcp.server import build_server
 from retriever.sources.formats import parse_path
 from retriever.testing.folders import FILLER, MARKERS, make_folder
@@ -219,7 +220,6 @@ def test_the_cli_syncs_named_folders_and_exits_2_only_when_nothing_worked(docs: 
 
 def test_a_running_serve_and_deploy_answer_what_a_sync_in_another_process_published(docs: Path,
                                                                                      tmp_path: Path) -> None:
-    from fastmcp.client.transports import StdioTransport
     from test_deploy import Deploy
 
     config = project(tmp_path / "p", docs)
@@ -369,3 +369,82 @@ def test_a_chunk_s_text_starts_with_its_title_and_headings_and_offsets_place_the
     assert "Annual report > Logistics" not in text and list(MARKERS)[4] in text  # the whole file, no context lines
     plain, _ = synced(project(tmp_path / "q", docs, out="plain", context=False))
     assert plain.need("t").collection.get(plain.need("t").collection.row_of["guide/report.docx:1"]).text == body
+
+
+def test_sync_sources_reports_progress_to_a_client_that_asks_on_both_transports(docs: Path, tmp_path: Path) -> None:
+    """A client that sends a progressToken gets notifications/progress from the sync, file by file
+    (at most one each PROGRESS_EVERY seconds, and the last), from FastMCP's server and from ours."""
+    config = project(tmp_path / "p", docs)
+    files = len([p for p in docs.rglob("*") if p.is_file()])
+
+    async def sync(client: Client) -> tuple[dict[str, Any], list[tuple[float, float | None, str | None]]]:
+        seen: list[tuple[float, float | None, str | None]] = []
+
+        async def handler(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total, message))
+
+        out = await client.call_tool("sync_sources", {}, progress_handler=handler)
+        return json.loads(out.content[0].text), seen
+
+    async def run() -> list[tuple[dict[str, Any], list[Any]]]:
+        stdio = StdioTransport(command=str(BIN / "retriever"), args=["serve", "--config", str(config), "--tools", "full"])
+        async with Client(stdio) as client:
+            first = await sync(client)
+        shutil.rmtree(tmp_path / "p" / "out")
+        async with Client(build_server(engine_for(config), profile="full")) as client:
+            return [first, await sync(client)]
+
+    for report, seen in asyncio.run(run()):
+        assert report["new"] + report["failed"] == files and seen, report
+        assert seen[-1][:2] == (files, files) and all(t == files for _, t, _ in seen), seen
+        assert [p for p, _, _ in seen] == sorted(p for p, _, _ in seen)  # progress only grows
+        assert all(isinstance(m, str) and m for _, _, m in seen)  # the file just done
+
+
+def test_a_cancelled_sync_stops_between_files_and_the_next_one_finishes_the_job(tmp_path: Path) -> None:
+    """notifications/cancelled stops a sync_sources call at its next file: no answer is sent, the
+    batches it committed stay (nothing acknowledged is lost) and the next sync does the rest."""
+    docs = tmp_path / "many"
+    docs.mkdir()
+    n = 600
+    for i in range(n):
+        (docs / f"note{i:03}.md").write_text(f"# Note {i}\n\n" + FILLER * 3 + f" Entry {i} of the ledger.\n")
+    config = project(tmp_path / "p", docs, commit_chunks=8)
+    proc = subprocess.Popen([str(BIN / "retriever"), "serve", "--config", str(config), "--tools", "full"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        proc.stdin.flush()
+
+    def until(test: Any) -> list[dict[str, Any]]:
+        got: list[dict[str, Any]] = []
+        while not got or not test(got[-1]):
+            got.append(json.loads(proc.stdout.readline()))
+        return got
+
+    try:
+        send({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                                          "clientInfo": {"name": "t", "version": "0"}}})
+        until(lambda m: m.get("id") == 1)
+        send({"method": "notifications/initialized"})
+        call = {"method": "tools/call", "params": {"name": "sync_sources", "arguments": {}, "_meta": {"progressToken": "p"}}}
+        send({"id": 2, **call})
+        # cancelled once a report (they come PROGRESS_EVERY seconds apart) says two batches are in
+        first = until(lambda m: m.get("method") == "notifications/progress" and m["params"]["progress"] > 16)[-1]["params"]
+        send({"method": "notifications/cancelled", "params": {"requestId": 2, "reason": "enough"}})
+        send({"id": 3, **call})  # the same sync again, once the first has stopped
+        after = until(lambda m: m.get("id") == 3)
+        assert not any(m.get("id") == 2 for m in after)  # a cancelled call gets no answer
+        report = json.loads(after[-1]["result"]["content"][0]["text"])
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        stderr = proc.stderr.read()
+    assert first["progressToken"] == "p" and first["total"] == n and first["progress"] < n
+    assert "request cancelled" in stderr, stderr[-2000:]
+    # the first call committed some batches before it stopped, and not all of them: the second
+    # skipped what was committed and did the rest
+    assert 0 < report["unchanged"] < n and report["unchanged"] + report["new"] == n, report
+    assert report["documents"] == n and report["failed"] == 0, report  # one chunk per note, each once

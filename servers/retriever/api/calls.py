@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError
 from ..search import deployed, rerank
-from ..security.limits import check_count
+from ..security.limits import caller_progress, check_count
 from ..types import Hits, Payload
 from . import llm_calls
 from .hits import FUSION, HITS, SEARCHED, depth, shape
@@ -118,7 +118,7 @@ def ingest(engine: Retriever, r: IngestRequest) -> Payload:
                and s.path.resolve() != path.resolve() for s in cfg.sources):
             raise InvalidInputError(f"retriever_ingest: {source!r} names a source folder of this collection in "
                                     "parameter.yaml; give another source_id")
-        return engine.sync([folder])
+        return engine.sync([folder], progress=caller_progress())
     return engine.ingest_records(source, file_records(engine, path, source, r.metadata or {}))
 
 
@@ -136,14 +136,16 @@ def opened(engine: Retriever) -> None:
 
 def sync_sources(engine: Retriever, r: SyncRequest) -> Payload:
     """The YAML's sources that fill the served collection, synced (engine/sync.py); a source of
-    another collection is named, not synced (`retriever sync` does every collection)."""
+    another collection is named, not synced (`retriever sync` does every collection). The
+    collection is opened if no retriever_init did (the sources come from the YAML alone)."""
+    opened(engine)
     cfg = engine.need("sync_sources").config
     mine = [s for s in cfg.sources if (s.collection or cfg.collection_name) == cfg.collection_name]
     others = [{"name": s.name, "collection": s.collection} for s in cfg.sources if s not in mine]
     if not mine:
         raise InvalidInputError("sync_sources: no source folder fills this collection; list folders under `sources:` "
                                 "in parameter.yaml")
-    report = engine.sync(mine)
+    report = engine.sync(mine, progress=caller_progress())
     return {**report, "other_collections": others} if others else report
 
 

@@ -27,7 +27,7 @@ from ..api.tool import Tool
 from ..api.ultrarag import adapt
 from ..errors import CancelledWork, RetrieverError
 from ..security.guard import FROM_CLIENT, for_client
-from ..security.limits import CANCEL, CHUNK
+from ..security.limits import CANCEL, CHUNK, PROGRESS, Report
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
@@ -78,13 +78,14 @@ def tool_function(name: str, model: type[Request], serve: Callable[[Request], Aw
 
 
 async def serve_call(engine: Retriever, tool: Tool, request: Request,
-                     then: Callable[[dict[str, Any]], T] | None = None) -> Any:
+                     then: Callable[[dict[str, Any]], T] | None = None, progress: Report | None = None) -> Any:
     """One call: the web tools are coroutines; the rest block, so they run on a worker thread that
     the request's cancellation stops (run). A search of at most one chunk of queries runs on the
     compute thread, where its encode and index search run (compute.py), instead of on a worker
     that hands them over and waits; a larger one on a worker, so other calls' chunks take turns
     with its own. `then(reply)`, if given, runs where the call ran (stdio writes the answer there,
-    without waking the event loop first) and its value is returned instead of the reply."""
+    without waking the event loop first) and its value is returned instead of the reply. `progress`:
+where the call's long work reports (the client asked with a progressToken; limits.caller_progress)."""
     if engine.ultrarag:
         request = adapt(request, engine.config.index_backend)
     if inspect.iscoroutinefunction(tool.call):
@@ -95,7 +96,7 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request,
     # an LLM reranking waits seconds on a server elsewhere: not on the compute thread
     if tool.compute and _queries(request) <= CHUNK and getattr(request, "llm_rerank", None) is None:
         return await run(tool.name, compute.whole(call), engine, request, executor=compute.executor())
-    return await run(tool.name, call, engine, request)
+    return await run(tool.name, call, engine, request, progress=progress)
 
 
 def _queries(request: Request) -> int:
@@ -104,7 +105,8 @@ def _queries(request: Request) -> int:
     return 1 if isinstance(queries, str) else len(queries or ())
 
 
-async def run(name: str, fn: Callable[..., T], /, *args: Any, executor: Executor | None = None) -> T:
+async def run(name: str, fn: Callable[..., T], /, *args: Any, executor: Executor | None = None,
+              progress: Report | None = None) -> T:
     """`fn(*args)` on a worker thread (or `executor`'s), as a client's call: paths, endpoints and
     settings are checked (guard.py), and if the request is cancelled (the client gave up or went
     away) the work stops at its next chunk of queries (limits.py) instead of running on unseen."""
@@ -112,6 +114,8 @@ async def run(name: str, fn: Callable[..., T], /, *args: Any, executor: Executor
     ctx = contextvars.copy_context()
     ctx.run(CANCEL.set, event)
     ctx.run(FROM_CLIENT.set, True)
+    if progress is not None:
+        ctx.run(PROGRESS.set, progress)
 
     def work() -> T:
         try:

@@ -4,7 +4,8 @@
 MCP framework halves the time to the first answer and the cost of a call (bench/LEAN.md).
 
 What it speaks: `initialize`, `ping`, `tools/list`, `tools/call` (each on its own task, so calls
-overlap), `notifications/cancelled` (the call's work stops, no answer is sent, as MCP says), and
+overlap; a call given a `progressToken` gets `notifications/progress` from its long work),
+`notifications/cancelled` (the call's work stops, no answer is sent, as MCP says), and
 `notifications/tools/list_changed` when a call changes which tools the configuration can serve.
 It has no resources or prompts (their lists answer empty) and asks the client nothing. A client
 that opens with the stateless revision's `server/discover` gets "method not found" and falls back
@@ -22,7 +23,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
@@ -160,14 +161,16 @@ class StdioServer:
         if not isinstance(name, str) or not isinstance(arguments, dict):
             raise ProtocolError(INVALID_PARAMS, "Invalid params: tools/call takes a name (a string) and arguments "
                                                 "(an object)")
-        task = asyncio.get_running_loop().create_task(self.call(rid, name, arguments))
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        task = asyncio.get_running_loop().create_task(self.call(rid, name, arguments, token if _valid_id(token) else None))
         self.running[rid] = task
         task.add_done_callback(lambda done: self.running.pop(rid) if self.running.get(rid) is done else None)
 
-    async def call(self, rid: Any, name: str, arguments: dict[str, Any]) -> None:
+    async def call(self, rid: Any, name: str, arguments: dict[str, Any], token: str | int | None = None) -> None:
         before = self.gate.hidden()
         try:
-            refused = await self.result(rid, name, arguments)
+            refused = await self.result(rid, name, arguments, token)
             if refused is not None:
                 self.send({"jsonrpc": "2.0", "id": rid, "result": refused})
         except asyncio.CancelledError:  # notifications/cancelled: the client expects no answer
@@ -176,16 +179,19 @@ class StdioServer:
             if self.gate.hidden() != before:
                 self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
-    async def result(self, rid: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    async def result(self, rid: Any, name: str, arguments: dict[str, Any],
+                     token: str | int | None = None) -> dict[str, Any] | None:
         """Serve the call, whose thread writes its answer (None); or MCP's tool result of its
-        refusal or failure (a tool error) for the loop to write."""
+        refusal or failure (a tool error) for the loop to write. `token`: the client's
+        progressToken, which the call's long work reports to (notifications/progress)."""
         why = self.gate.refusal(name, arguments)
         if why is not None:
             return _tool_result(why, True)
         tool = self.gate.tools[name]  # the gate refused any other name
         try:
             request = await self._validator(tool).validate_python(arguments)
-            return await serve_call(self.engine, tool, request, lambda payload: self.answered(rid, tool, payload))
+            return await serve_call(self.engine, tool, request, lambda payload: self.answered(rid, tool, payload),
+                                    None if token is None else self.progress(token))
         except Exception as e:
             return _tool_result(self.gate.failure(name, e), True)
 
@@ -195,6 +201,14 @@ class StdioServer:
         if not cancelled():
             text, structured = reply(payload, tool.output_schema is not None)
             self.send({"jsonrpc": "2.0", "id": rid, "result": _tool_result(text, structured=structured)})
+
+    def progress(self, token: str | int) -> Callable[[int, int, str], None]:
+        """notifications/progress for `token`, written from the thread the call runs on."""
+        def send(done: int, total: int, what: str) -> None:
+            if not cancelled():
+                self.send({"jsonrpc": "2.0", "method": "notifications/progress",
+                           "params": {"progressToken": token, "progress": done, "total": total, "message": what}})
+        return send
 
     def _validator(self, tool: Tool) -> TypeAdapter[Any]:
         """The tool's arguments checked as FastMCP checks them (the same signature,

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
 from fastmcp.tools.base import ToolResult
 from mcp.types import TextContent, ToolAnnotations
 
@@ -59,13 +59,29 @@ def registered(spec: Tool) -> Callable[..., Awaitable[ToolResult]]:
 
 def _function(spec: Tool) -> Callable[..., Awaitable[ToolResult]]:
     async def serve(request: Request) -> ToolResult:
-        from fastmcp.server.dependencies import get_server
+        from fastmcp.server.dependencies import get_context, get_server
 
         server = get_server()
-        payload = await serve_call(server.engine, spec, request)  # type: ignore[attr-defined]
+        payload = await serve_call(server.engine, spec, request,  # type: ignore[attr-defined]
+                                   progress=_progress(get_context(), asyncio.get_running_loop()))
         return result(payload, spec.output_schema is not None)
 
     return tool_function(spec.name, spec.request, serve, ToolResult)
+
+
+def _progress(ctx: Context, loop: asyncio.AbstractEventLoop) -> Callable[[int, int, str], None] | None:
+    """The call's progress, sent by FastMCP's context from the call's thread; None where the client
+    gave no progressToken."""
+    request = ctx.request_context
+    meta = request.meta if request is not None else None  # a dict under the 2026-07-28 revision
+    token = meta.get("progressToken") if isinstance(meta, dict) else getattr(meta, "progressToken", None)
+    if token is None:
+        return None
+
+    def send(done: int, total: int, what: str) -> None:
+        asyncio.run_coroutine_threadsafe(ctx.report_progress(done, total, what), loop)
+
+    return send
 
 
 def register(mcp: FastMCP, tools: Sequence[Tool]) -> None:

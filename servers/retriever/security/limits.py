@@ -2,7 +2,9 @@
 who cancels (or goes away) stops its queued work at the next chunk.
 
 The caller that can be cancelled (the MCP layer) sets `CANCEL` to an event for the duration of
-the call; the context (and so the event) follows the call into its worker thread.
+the call; the context (and so the event) follows the call into its worker thread. A caller that
+asked for progress (an MCP client's `progressToken`) sets `PROGRESS` the same way; long work
+reports through `caller_progress()`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,26 @@ from ..errors import CancelledWork, LimitError
 T = TypeVar("T")
 CHUNK = 128  # queries searched between two looks at the cancel event
 CANCEL: ContextVar[threading.Event | None] = ContextVar("retriever_cancel", default=None)
+Report = Callable[[int, int, str], None]  # (done, total, what was just done)
+PROGRESS: ContextVar[Report | None] = ContextVar("retriever_progress", default=None)
+PROGRESS_EVERY = 0.5  # seconds between two progress notifications of one call (the last is always sent)
+
+
+def caller_progress() -> Report | None:
+    """The progress channel of this call's caller (None: nobody asked), sending at most one report
+    every PROGRESS_EVERY seconds, and the last one (done == total) always."""
+    send = PROGRESS.get()
+    if send is None:
+        return None
+    last = [float("-inf")]
+
+    def report(done: int, total: int, what: str) -> None:
+        now = time.monotonic()
+        if done >= total or now - last[0] >= PROGRESS_EVERY:
+            last[0] = now
+            send(done, total, what)
+
+    return report
 
 
 def cancelled() -> bool:

@@ -29,6 +29,7 @@ from ..embedders import Embedder
 from ..errors import AlreadyExistsError, ConfigError, IndexMismatchError
 from ..memory import bulk_allocations
 from ..security.guard import check_replace
+from ..security.limits import caller_progress
 from .corpus import DocStore
 from .persist import FORMAT_VERSION, atomic_write_text, check_manifest, record_of, remove_temporaries, written_here
 
@@ -81,6 +82,7 @@ def write_embeddings(
     # Shortest first across the whole corpus, so each batch pads to similar lengths; each
     # chunk's rows are written back to their own places.
     order = np.argsort(docs.sizes(), kind="stable")
+    report = caller_progress()  # an MCP client that asked for progress (retriever_embed)
     with bulk_allocations(), tqdm(total=n, initial=min(done * chunk, n), desc="embed", unit="doc", file=sys.stderr,
                                   disable=not progress) as bar:
         for i, start in enumerate(range(0, n, chunk)):
@@ -91,6 +93,8 @@ def write_embeddings(
                 part = rows[first : first + STEP]
                 out[part] = embedder.encode_passages(list(docs.texts(part.tolist())))
                 bar.update(len(part))
+                if report is not None:
+                    report(bar.n, n, "embed")
             out.flush()  # the rows on disk before the log says they are
             docs.release()  # the corpus pages read for this chunk need not stay resident
             atomic_write_text(log_file, json.dumps({**plan, "done": i + 1}))
