@@ -213,9 +213,43 @@ def test_a_hub_model_from_a_call_is_refused_without_remote_code_too(project: Pat
     assert no_network == []
 
 
-def test_remote_code_is_never_switched_on_by_a_call(project: Path, no_network: list[Any]) -> None:
+REMOTE_CODE_ON = {"backend_configs": {"sentence_transformers": {"trust_remote_code": True}}}
+
+
+@pytest.mark.parametrize("model", [
+    pytest.param({}, id="the-yaml-s-model"),
+    pytest.param({"model_name_or_path": "minilm"}, id="the-packaged-model-named"),
+])
+def test_remote_code_from_a_call_is_ignored_with_a_warning(project: Path, no_network: list[Any],
+                                                           model: dict[str, Any]) -> None:
+    """Issue 44: UltraRAG passes its parameter file's trust_remote_code: true. For a model the
+    operator allows, the call's value is not honoured (the YAML's false stays) and the reply says so."""
+    engine = ultrarag_engine(project)
+    status = UltraRAG(engine).ok("retriever_init", {**REMOTE_CODE_ON, **model})
+    assert engine.config.backend_configs.sentence_transformers.trust_remote_code is False
+    (warning,) = [w for w in status["warnings"] if "trust_remote_code" in w]
+    assert "ignored" in warning and "parameter.yaml" in warning
+    assert no_network == []
+
+
+def test_remote_code_from_a_call_is_ignored_for_a_listed_model() -> None:
+    base = validate_config({"security": {"client_endpoints": True, "allowed_models": ["org/listed-model"]}}, "x")
+    cfg = base.with_overrides({"model_name_or_path": "org/listed-model", **REMOTE_CODE_ON})
+    token = FROM_CLIENT.set(True)
+    try:
+        warnings = check_client_config(base, cfg, None, http=False)
+    finally:
+        FROM_CLIENT.reset(token)
+    assert cfg.backend_configs.sentence_transformers.trust_remote_code is False
+    assert any("trust_remote_code" in w and "ignored" in w for w in warnings)
+
+
+def test_remote_code_is_never_sent_for_a_folder_a_call_names(project: Path, no_network: list[Any]) -> None:
+    """A model folder from a call (inside the roots, so loadable) with the call's remote code: refused."""
+    folder = project.parent / "my-model"
+    folder.mkdir()
     text = UltraRAG(ultrarag_engine(project)).error(
-        "retriever_init", {"backend_configs": {"sentence_transformers": {"trust_remote_code": True}}})
+        "retriever_init", {"model_name_or_path": str(folder), **REMOTE_CODE_ON})
     assert "trust_remote_code" in text and "not from a tool call" in text
 
 

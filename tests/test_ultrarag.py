@@ -125,6 +125,39 @@ def test_pipeline_through_the_launcher(ultrarag_project: tuple[Path, dict[str, A
     assert not (project / "index" / "collections").exists()
 
 
+def test_a_pipeline_built_on_ultrarag_s_parameter_file_runs_on_the_operator_s(
+        ultrarag_project: tuple[Path, dict[str, Any]]) -> None:
+    """Issue 44, the drop-in: the pipeline passes UltraRAG's shipped trust_remote_code: true while
+    the operator's parameter.yaml says false. retriever_init goes on with the operator's value and
+    says in its reply that the call's was ignored; the searches run."""
+    project, params = ultrarag_project
+    operator = project / "servers" / "retriever" / "parameter.yaml"
+    own = yaml.safe_load(operator.read_text())
+    own["backend_configs"]["sentence_transformers"]["trust_remote_code"] = False
+    operator.write_text(yaml.safe_dump(own))
+    assert params["backend_configs"]["sentence_transformers"]["trust_remote_code"] is True
+    launcher = project / "servers" / "retriever" / "src" / "retriever.py"
+
+    async def run() -> tuple[str, dict[str, Any]]:
+        transport = StdioTransport(command=FOREIGN_PYTHON, args=[str(launcher.relative_to(project))], cwd=str(project))
+        async with Client(transport) as client:
+            await client.call_tool("build", {"parameter_file": "servers/retriever/parameter.yaml"})
+            spec = yaml.safe_load((project / "servers" / "retriever" / "server.yaml").read_text())
+            inputs = spec["tools"]["retriever_init"]["input"]
+            assert inputs["backend_configs"] == "$backend_configs"
+            init = await client.call_tool("retriever_init", {k: params[v[1:]] for k, v in inputs.items()},
+                                          raise_on_error=False)
+            assert not init.is_error, init.content[0].text
+            driver = UltraRAGDriver(client, spec, params)
+            for tool in ("retriever_embed", "retriever_index"):
+                await driver.step(tool)
+            return init.content[0].text, await driver.step("retriever_search", q_ls=["what is BM25?"])
+
+    text, found = asyncio.run(run())
+    assert "trust_remote_code" in text and "ignored" in text
+    assert found["ret_ids"][0][0] == "doc15"
+
+
 def test_build_needs_ultrarag_mode(tmp_path: Path) -> None:
     """Without the operator's opt-in there is no build tool (it writes a file where a call says)."""
     from conftest import MCP, engine_for, write_project

