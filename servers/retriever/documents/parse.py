@@ -10,6 +10,7 @@ pages and between a page's text pieces when max_parse_seconds pass or the caller
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -113,6 +114,9 @@ def _html(text: str) -> Parsed:
 
 def parse_pdf(data: bytes, name: str = "document.pdf", limits: LimitsConfig | None = None,
               deadline: Deadline | None = None) -> Parsed:
+    """A PDF's text, page by page. pypdf reads its structure with its own bounds and measures
+    each page's content stream; PDFium (pypdfium2) then extracts the text, 40 times faster
+    than pypdf's extraction here (1.6 s against 0.04 s for two manuals of 53 pages)."""
     try:
         import io
 
@@ -125,33 +129,57 @@ def parse_pdf(data: bytes, name: str = "document.pdf", limits: LimitsConfig | No
     try:
         reader = PdfReader(io.BytesIO(data))
         check_count(f"{name}: pages", len(reader.pages), "max_pages", limits.max_pages, "split the document")
-        pages = [_page_text(page, n, name, limits, deadline) for n, page in enumerate(reader.pages, 1)]
+        for n, page in enumerate(reader.pages, 1):
+            _check_stream(page, n, name, limits, deadline)
+        title = (reader.metadata.title if reader.metadata else None) or None
     except LimitReachedError as e:  # pypdf's own bounds (a stream's decompressed size, ...)
         raise LimitError(f"{name}: over a bound of the PDF reader: {e}; split the document") from None
     except (PdfReadError, ValueError, KeyError) as e:
         raise InvalidInputError(f"{name}: not a readable PDF ({type(e).__name__}: {e})") from None
-    starts, text, offset = [], [], 0
+    pages = _page_texts(data, name, limits, deadline)
+    starts, offset = [], 0
     for page in pages:
         starts.append(offset)
-        text.append(page)
         offset += len(page) + 2
-    title = (reader.metadata.title if reader.metadata else None) or None
-    return Parsed("\n\n".join(text), title, tuple(starts))
+    return Parsed("\n\n".join(pages), title, tuple(starts))
 
 
-def _page_text(page: Any, n: int, name: str, limits: LimitsConfig, deadline: Deadline) -> str:
-    """Page `n`'s text, its content stream measured first and the text as it comes."""
+def _check_stream(page: Any, n: int, name: str, limits: LimitsConfig, deadline: Deadline) -> None:
+    """Page `n`'s content stream measured before any text is extracted from it."""
     deadline.check()
     contents = page.get_contents()
     size = len(contents.get_data()) if contents is not None else 0
     check_count(f"{name}: page {n}'s content stream, bytes ({STREAM_BYTES_PER_CHAR} per character of text allowed)",
                 size, "max_page_chars", limits.max_page_chars * STREAM_BYTES_PER_CHAR, "split the document")
-    seen = [0]
 
-    def piece(text: str, *_: Any) -> None:  # pypdf calls it for each piece of text it finds
-        seen[0] += len(text)
-        check_count(f"{name}: page {n}'s text, characters", seen[0], "max_page_chars", limits.max_page_chars,
-                    "split the document")
-        deadline.check()
 
-    return " ".join((page.extract_text(visitor_text=piece) or "").split())
+_PDFIUM = threading.Lock()  # PDFium is not thread-safe: one document at a time in this process
+
+
+def _page_texts(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) -> list[str]:
+    """Each page's text by PDFium, its character count checked before the text is taken."""
+    try:
+        import pypdfium2 as pdfium
+    except ImportError as e:
+        raise MissingDependencyError("pypdfium2", "mcp-retriever[docs]") from e
+    out: list[str] = []
+    with _PDFIUM:
+        try:
+            doc = pdfium.PdfDocument(data)
+        except pdfium.PdfiumError as e:
+            raise InvalidInputError(f"{name}: not a readable PDF (PDFium: {e})") from None
+        try:
+            for n in range(len(doc)):
+                deadline.check()
+                page = doc[n]
+                text = page.get_textpage()
+                try:
+                    check_count(f"{name}: page {n + 1}'s text, characters", text.count_chars(), "max_page_chars",
+                                limits.max_page_chars, "split the document")
+                    out.append(" ".join(text.get_text_range().split()))
+                finally:
+                    text.close()
+                    page.close()
+        finally:
+            doc.close()
+    return out

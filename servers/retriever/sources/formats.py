@@ -17,6 +17,7 @@ import re
 import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from ..config import LimitsConfig
 from ..documents.parse import parse_pdf
@@ -220,7 +221,7 @@ def _html(data: bytes, name: str, limits: LimitsConfig, deadline: Deadline) -> P
             enc = None
     if enc is None:
         text, enc = decode(data, name)
-    soup = BeautifulSoup(text, "html.parser")
+    soup = BeautifulSoup(text, "lxml")  # lxml comes with python-docx (the docs extra): 3x html.parser here
     return _soup(soup, deadline).parsed("html", {"encoding": enc})
 
 
@@ -231,10 +232,8 @@ def _soup(soup: object, deadline: Deadline, out: Sections | None = None) -> Sect
     title = soup.title.get_text(" ", strip=True) if soup.title else None  # type: ignore[attr-defined]
     if title and out.title is None:
         out.title = title
-    blocks = soup.find_all(_BLOCKS)  # type: ignore[attr-defined]
+    blocks = _outer_blocks(soup)
     for n, b in enumerate(blocks):
-        if b.find_parent(_BLOCKS) is not None:
-            continue  # a block inside another is in its text already
         text = " ".join(b.get_text(" ").split())
         if b.name[0] == "h" and b.name[1:].isdigit():
             out.heading(int(b.name[1]), text)
@@ -244,6 +243,24 @@ def _soup(soup: object, deadline: Deadline, out: Sections | None = None) -> Sect
             deadline.check()
     if not blocks:
         out.add(" ".join(soup.get_text(" ", strip=True).split()))  # type: ignore[attr-defined]
+    return out
+
+
+def _outer_blocks(root: Any) -> list[Any]:
+    """The block elements not inside another block, in document order: one walk of the tree (a
+    block's inner blocks are in its text already; asking each block for a block parent cost 16 ms
+    per page of Debian's HTML documentation)."""
+    out, stack = [], list(reversed(root.contents))
+    blocks = set(_BLOCKS)
+    while stack:
+        node = stack.pop()
+        name = getattr(node, "name", None)
+        if name is None:
+            continue  # text, comments
+        if name in blocks:
+            out.append(node)
+        else:
+            stack.extend(reversed(node.contents))
     return out
 
 
