@@ -83,8 +83,8 @@ def main() -> None:
                 said = " ".join(str(e).replace(str(root), "<folder>").split())[:230]
                 errors.append(f"- {name}, {where['path']}: {said}")
         rows.append("| " + " | ".join(row) + " |")
-    sizes = {"ours": size("pypdf", "docx", "pptx", "openpyxl", "ebooklib", "bs4", "markdown_it", "charset_normalizer",
-                          "lxml", "et_xmlfile", "soupsieve", "mdurl"),
+    sizes = {"ours": size("pypdf", "pypdfium2", "pypdfium2_raw", "docx", "pptx", "openpyxl", "ebooklib", "bs4",
+                          "markdown_it", "charset_normalizer", "lxml", "et_xmlfile", "soupsieve", "mdurl"),
              "kreuzberg": size("kreuzberg"), "markitdown": size("markitdown", "magika", "onnxruntime", "mammoth",
                                                                  "pdfminer", "pandas", "markdownify", "bs4", "lxml")}
     head = "| file | " + " | ".join(libs) + " |\n|---|" + "---|" * len(libs)
