@@ -59,3 +59,24 @@ def test_index_of_another_tokenizer_is_refused(tmp_path: Path) -> None:
     config.write_text(yaml.safe_dump(cfg, allow_unicode=True))
     with pytest.raises(IndexMismatchError, match="'character' tokenizer.*'jieba'"):
         engine_for(config).init()
+
+
+@pytest.mark.parametrize("method", ["lucene", "bm25+"])
+def test_a_query_of_unknown_words_finds_nothing_even_beside_a_document_with_no_word(tmp_path: Path,
+                                                                                   method: str) -> None:
+    """bm25s gives an unknown word the empty string's id, which a document of no word (digits and
+    single letters only) holds: such a query used to return that document at 0.57."""
+    corpus = tmp_path / "c.jsonl"
+    docs = [("digits", "0 1 1 0 1 0 0 1"), ("cat", "The cat sat on the mat and purred."),
+            ("dog", "A dog barked at the mailman all morning.")]
+    corpus.write_text("".join(f'{{"id": "{i}", "contents": "{t}"}}\n' for i, t in docs))
+    config = write_project(tmp_path / "p", corpus, backend="bm25")
+    cfg = yaml.safe_load(config.read_text())
+    cfg["backend_configs"]["bm25"]["method"] = method
+    config.write_text(yaml.safe_dump(cfg))
+    e = engine_for(config)
+    e.init()
+    e.bm25_index(progress=False)
+    e.add([{"id": "blank", "contents": "7 7 7"}, {"id": "owl", "contents": "An owl hooted."}])  # the delta too
+    assert e.bm25_search(["zzzzqqq", "the", "cat", "owl"], 5) == [[], [], *e.bm25_search(["cat", "owl"], 5)]
+    assert [h.id for h in e.bm25_search("cat", 5)[0]] == ["cat"] and [h.id for h in e.bm25_search("owl", 5)[0]] == ["owl"]

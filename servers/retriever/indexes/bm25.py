@@ -195,7 +195,11 @@ class BM25Index:
     def _tokenized(self, queries: Sequence[str]) -> list[list[int]]:
         """Queries as token ids, with the delta's vocabulary when there is one (it holds the base's)."""
         tokenizer = self.delta.tokenizer if self.delta is not None else self._tokenizer
-        return tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
+        out = tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
+        # bm25s gives an unknown word, and a document with no word, the empty string's id: a query
+        # of unknown words would match the documents with no word (a text of digits, say)
+        empty = tokenizer.get_vocab_dict().get("")
+        return out if empty is None else [[t for t in ids if t != empty] for ids in out]
 
     def live_documents(self, live: np.ndarray) -> int:
         """Documents of this index still live (`live`: the collection's mask over rows)."""
