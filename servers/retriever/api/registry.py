@@ -299,6 +299,17 @@ def call(engine: Retriever, request: m.Request) -> Any:
 
 # ---- what a client is told -----------------------------------------------------------------------
 
+def listed_input(engine: Retriever, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema as tools/list gives it now: a `mode` that searches here offers
+    `sparse` only where the configuration has a sparse model (retriever_deploy_search's mode is
+    the deployed server's to judge)."""
+    mode = schema.get("properties", {}).get("mode")
+    if name == "retriever_deploy_search" or not mode or "sparse" not in mode.get("enum", ()) or not _sparse(engine):
+        return schema
+    narrowed = {**mode, "enum": [m for m in mode["enum"] if m != "sparse"]}
+    return {**schema, "properties": {**schema["properties"], "mode": narrowed}}
+
+
 FILTERS = ("Filters: {'field': 'meta.<key>' or 'id', 'operator': '==', '!=', '>', '>=', '<', '<=', 'in' or 'not in', "
            "'value': ...} or {'operator': 'AND'|'OR'|'NOT', 'conditions': [...]}; a filter that cannot match (a field "
            "no document has, a value of another type) comes back with a warning. ")
@@ -307,9 +318,9 @@ BUDGET = ("Large replies are cut to a budget: the reply's `truncated` says what 
 
 
 def instructions(engine: Retriever, tools: Iterable[Tool]) -> str:
-    """What the tools are for, as this server is now: its profile's tools and whether a collection
-    is open."""
-    names = {t.name for t in tools}
+    """What the tools are for, as this server is now: its profile's tools that the configuration
+    lets work (those are listed; web_search without a key is not) and whether a collection is open."""
+    names = {t.name for t in tools if t.unavailable(engine) is None}
     if "search" in names:
         text = ("Search a document collection. `search` finds passages (mode hybrid by default, the best; dense for "
                 "meaning, bm25 for exact words); `get_document` reads a hit in full and the chunks around it")

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from .. import compute
 from ..api.models import Request, argument_problems, unreadable_json
-from ..api.registry import selected
+from ..api.registry import listed_input, selected
 from ..api.tool import Tool
 from ..api.ultrarag import adapt
 from ..errors import CancelledWork, RetrieverError
@@ -152,6 +152,10 @@ class Gate:
         if self._hidden[0] is not cfg:
             self._hidden = (cfg, {name for name, t in self.tools.items() if t.unavailable(self.engine) is not None})
         return self._hidden[1]
+
+    def listed(self, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """The input schema of `name` as listed with the loaded configuration (registry.listed_input)."""
+        return listed_input(self.engine, name, schema)
 
     def refusal(self, name: str, arguments: dict[str, Any]) -> str | None:
         """Why a call of `name` with `arguments` is refused before it runs (None: it may run)."""

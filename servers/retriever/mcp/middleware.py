@@ -1,5 +1,6 @@
 """FastMCP's side of the gate (core.py): one middleware that turns every failure of a call into a
-tool error with a message, and hides the tools the loaded configuration cannot serve."""
+tool error with a message, and hides the tools the loaded configuration cannot serve (and, in a
+`mode`, the kinds it cannot answer: registry.listed_input)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ class ToolErrors(Middleware):
 
     async def on_list_tools(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         hidden = self.gate.hidden()
-        return [t for t in await call_next(context) if t.name not in hidden]
+        return [t.model_copy(update={"parameters": self.gate.listed(t.name, t.parameters)})
+                for t in await call_next(context) if t.name not in hidden]
 
     async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         name = context.message.name

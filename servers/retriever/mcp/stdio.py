@@ -133,7 +133,8 @@ class StdioServer:
                     "instructions": instructions(self.engine, self.gate.tools.values())}
         if method == "tools/list":
             hidden = self.gate.hidden()
-            return {"tools": [d for name, d in self.definitions.items() if name not in hidden]}
+            return {"tools": [{**d, "inputSchema": self.gate.listed(name, d["inputSchema"])}
+                              for name, d in self.definitions.items() if name not in hidden]}
         if method in ("ping", "logging/setLevel"):
             return {}
         if method == "resources/templates/list" and resources.served(self.gate.tools):
