@@ -161,3 +161,61 @@ def test_ann_training_samples_enough_rows_for_every_list() -> None:
     assert (training_rows(ivf, 1_000_000) == rows).all()  # the same sample every build
     assert len(training_rows(new_index(8, "HNSW16"), 1_000_000)) == 100_000
     assert (training_rows(ivf, 5_000) == np.arange(5_000)).all()
+
+
+class _Watched:
+    """A FAISS index that notes whether an add began while a search was inside it."""
+
+    def __init__(self, index: object) -> None:
+        import threading
+
+        self._index, self._lock = index, threading.Lock()
+        self.searching, self.overlapped = 0, False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._index, name)
+
+    def search(self, *args: object, **kwargs: object) -> object:
+        with self._lock:
+            self.searching += 1
+        try:
+            return self._index.search(*args, **kwargs)
+        finally:
+            with self._lock:
+                self.searching -= 1
+
+    def add(self, *args: object) -> None:
+        with self._lock:
+            self.overlapped |= self.searching > 0
+        if not self.overlapped:  # the real add inside a search crashes the process (seen: a segfault)
+            self._index.add(*args)
+
+
+def test_an_add_waits_for_a_search_inside_the_same_index() -> None:
+    """A long search runs on the compute thread as a whole call (as a small MCP search does); an
+    add sent meanwhile is taken back by its own thread after compute.PATIENCE and would reach
+    the index while the search is inside it, without the index's lock."""
+    import threading
+    import time
+
+    import faiss
+    from retriever import compute
+
+    rng = np.random.default_rng(0)
+    real = faiss.IndexFlatIP(64)
+    real.add(rng.standard_normal((200_000, 64), dtype=np.float32))
+    watched = _Watched(real)
+    index = FaissIndex(watched, {})
+    queries = rng.standard_normal((3_000, 64), dtype=np.float32)
+    started = time.perf_counter()
+    search = compute.executor().submit(compute.whole(lambda: index.search(queries, 10)))
+    while not watched.searching:
+        time.sleep(0.001)
+    added = threading.Thread(target=index.with_vectors, args=(rng.standard_normal((5, 64), dtype=np.float32),))
+    added.start()
+    rows, _ = search.result(timeout=120)
+    took = time.perf_counter() - started
+    added.join(120)
+    assert took > 3 * compute.PATIENCE, f"the search took {took:.2f} s: too short to show the race"
+    assert not watched.overlapped
+    assert rows.shape == (3_000, 10) and real.ntotal == 200_005

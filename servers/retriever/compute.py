@@ -17,8 +17,9 @@ forever.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -85,3 +86,42 @@ def submit(fn: Callable[..., T], *args: object) -> Pending[T]:
     """Start `fn(*args)` on the compute thread; the caller goes on (e.g. with BM25) meanwhile. On
     the compute thread itself it runs now."""
     return Pending(fn, args)
+
+
+class SharedLock:
+    """Readers share it, a writer holds it alone; a waiting writer goes before readers that come
+    after it. The FAISS index's own (indexes/faiss.py): work here usually runs on the compute
+    thread, one call at a time, but a worker may take its work back (`PATIENCE`), and an append
+    run that way must not reach the index while a search is inside it."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+        self._waiting = 0
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writing and not self._waiting)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            self._cond.wait_for(lambda: not self._writing and not self._readers)
+            self._waiting -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()

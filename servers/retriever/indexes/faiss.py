@@ -1,9 +1,11 @@
 """FAISS on local disk: row i = corpus row i; exact inner product (`Flat`) by default, or any
 `index_factory` string (HNSW, IVF, PQ: the ANN choices) with inner product.
 
-Adding documents appends to the same FAISS index (no copy): every FAISS call runs on the one
-compute thread, so an add never races a search, and a snapshot taken before the add sees only
-its own first `n` rows (an ID range or bitmap limits the candidates exactly).
+Adding documents appends to the same FAISS index (no copy), and a snapshot taken before the add
+sees only its own first `n` rows (an ID range or bitmap limits the candidates exactly). FAISS
+calls run on the one compute thread, but a worker may run its own work after waiting behind a
+long call there (compute.py), so the index has a lock of its own, shared by its snapshots:
+searches (and a save) share it, an append holds it alone.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compute import on_compute_thread
+from ..compute import SharedLock, on_compute_thread
 from ..errors import ConfigError, IndexMismatchError, InvalidInputError, MissingDependencyError
 from ..filters import Filter
 from ..store.persist import publish, read_manifest
@@ -104,8 +106,9 @@ class FaissIndex:
     kind = "faiss"
 
     def __init__(self, index: Any, manifest: dict[str, Any], use_gpu: bool = False, n: int | None = None,
-                 device: Any = None, tuning: dict[str, int] | None = None) -> None:
+                 device: Any = None, tuning: dict[str, int] | None = None, lock: SharedLock | None = None) -> None:
         self.warnings: list[str] = []
+        self._lock = lock or SharedLock()  # the FAISS index's: every snapshot of it holds the same
         self._use_gpu = use_gpu
         self.tuning = tuning or {}  # set on the index by build / load (tune); kept for filtered searches
         self._cpu = index
@@ -144,12 +147,14 @@ class FaissIndex:
         batch = np.ascontiguousarray(vectors, dtype=np.float32)
 
         def append() -> None:
-            self._cpu.add(batch)
-            if self._index is not self._cpu:
-                self._index.add(batch)
+            with self._lock.writing():
+                self._cpu.add(batch)
+                if self._index is not self._cpu:
+                    self._index.add(batch)
 
         on_compute_thread(append)
-        return FaissIndex(self._cpu, self.manifest, self._use_gpu, self._n + len(batch), self._index, self.tuning)
+        return FaissIndex(self._cpu, self.manifest, self._use_gpu, self._n + len(batch), self._index, self.tuning,
+                          self._lock)
 
     @classmethod
     def load(cls, folder: Path, use_gpu: bool = False, tuning: dict[str, int] | None = None) -> FaissIndex | None:
@@ -185,11 +190,15 @@ class FaissIndex:
             selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
         elif self._n != self._cpu.ntotal:  # an older snapshot: rows appended since are not its own
             selector = faiss.IDSelectorRange(0, self._n)
-        if selector is None and not ann:  # the index's own settings (set by tune) serve
-            scores, rows = on_compute_thread(self._index.search, queries, k)
-            return rows, scores
-        params = search_parameters(self._cpu, selector, tuning)
-        scores, rows = on_compute_thread(lambda: self._index.search(queries, k, params=params))
+        params = None if selector is None and not ann else search_parameters(self._cpu, selector, tuning)
+
+        def search() -> tuple[Any, Any]:
+            with self._lock.reading():
+                if params is None:  # the index's own settings (set by tune) serve
+                    return self._index.search(queries, k)
+                return self._index.search(queries, k, params=params)
+
+        scores, rows = on_compute_thread(search)
         return rows, scores
 
     def save(self, folder: Path, manifest: dict[str, Any]) -> None:
@@ -197,4 +206,9 @@ class FaissIndex:
         if self._n != self._cpu.ntotal:
             raise IndexMismatchError("only the newest snapshot of an index can be saved")
         full = {**manifest, "kind": self.kind, "metric": "ip", "index_type": type(self._cpu).__name__}
-        self.manifest = publish(folder, full, lambda p: faiss.write_index(self._cpu, str(p)))
+
+        def write(path: Path) -> None:
+            with self._lock.reading():
+                faiss.write_index(self._cpu, str(path))
+
+        self.manifest = publish(folder, full, write)
