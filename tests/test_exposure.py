@@ -76,3 +76,15 @@ def test_path_errors_do_not_show_the_server_folders(project_copy: Path, tool: st
     text = MCP(engine).error(tool, args)
     assert str(project_copy.parent.parent) not in text, text  # neither the YAML's folder nor its parent
     assert "exists" in text or "outside" in text, text
+
+
+def test_a_write_left_out_takes_its_twin_of_the_other_face() -> None:
+    """`--tools full,-retriever_delete` used to list `delete_documents` still: deleting stayed open."""
+    from retriever.api.registry import selected
+    from retriever.main import parse_tools
+
+    profile, include, exclude = parse_tools("full,-retriever_delete,-add_documents")
+    names = {t.name for t in selected(profile, include or (), exclude or ())}
+    assert not names & {"retriever_delete", "delete_documents", "add_documents", "retriever_add"}
+    assert {"retriever_ingest", "ingest_document", "search", "retriever_search"} <= names  # the rest stays
+    assert "search" in {t.name for t in selected("full", (), ("retriever_search",))}  # reads keep their twin

@@ -275,7 +275,8 @@ BY_REQUEST: dict[type[m.Request], Tool] = {t.request: t for t in reversed(TOOLS)
 def selected(profile: str = "agent", include: Iterable[str] = (), exclude: Iterable[str] = (),
              read_only: bool = False) -> list[Tool]:
     """The tools of `profile`, plus `include`, less `exclude`; `read_only` drops every tool that
-    writes. exclude and read_only always win."""
+    writes. exclude and read_only always win; a write left out takes its other face's twin with
+    it (`-retriever_delete` leaves out `delete_documents` too), so no way to do it stays listed."""
     if profile not in PROFILES:
         raise ConfigError(f"tools.profile must be one of {', '.join(PROFILES)}, got {profile!r}")
     unknown = [n for n in (*include, *exclude) if n not in BY_NAME]
@@ -283,8 +284,14 @@ def selected(profile: str = "agent", include: Iterable[str] = (), exclude: Itera
         raise ConfigError(f"tools.include / tools.exclude: no tool named {', '.join(map(repr, unknown))}; tools: "
                           f"{', '.join(BY_NAME)}")
     names = {t.name for t in TOOLS if profile in t.profiles} | set(include)
-    names -= set(exclude)
+    names -= {*exclude, *(twin for n in exclude for twin in WRITE_TWINS.get(n, ()))}
     return [t for t in TOOLS if t.name in names and not (read_only and t.writes)]
+
+
+# the agent's write and the classic one that does the same (both in the full profile)
+_PAIRS = (("add_documents", "retriever_add"), ("ingest_document", "retriever_ingest"),
+          ("delete_documents", "retriever_delete"))
+WRITE_TWINS: dict[str, tuple[str, ...]] = {**{a: (b,) for a, b in _PAIRS}, **{b: (a,) for a, b in _PAIRS}}
 
 
 def in_profile(profile: str) -> list[Tool]:
