@@ -10,7 +10,8 @@ Semantics, the same on every backend: a comparison with a field the document doe
 false, whatever the operator (`!=` and `not in` included); NOT then negates as usual. `==` and
 `!=` compare values of any JSON type; `>`, `>=`, `<`, `<=` compare numbers with numbers and
 strings with strings (ISO dates order correctly), any other pair is false. `in` / `not in` take
-a non-empty list.
+a non-empty list, looked up in a set (a document costs the same whatever the list's length); a
+filter holds at most MAX_VALUES values in its lists together. NaN and infinities are refused.
 
 `parse` checks a dictionary once and gives a tree of frozen nodes; `matches` evaluates it in
 Python; a backend that evaluates filters itself translates the tree (indexes/milvus_filters.py).
@@ -21,7 +22,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidInputError
@@ -33,6 +34,7 @@ _ORDER: dict[str, Callable[[Any, Any], bool]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
 }
 MAX_NESTING = 32  # logic nodes inside each other; deeper is refused before anything recurses on it
+MAX_VALUES = 100_000  # values of the `in` / `not in` lists of one filter together (a 1 MB request)
 _HELP = (f"a filter is {{'field': 'meta.<key>' or 'id', 'operator': one of {list(COMPARISONS)}, 'value': ...}} "
          f"or {{'operator': one of {list(LOGIC)}, 'conditions': [filters]}}")
 
@@ -42,6 +44,7 @@ class Comparison:
     path: tuple[str, ...]  # ("id",) or ("meta", key, subkey, ...)
     op: str
     value: Any
+    members: frozenset[Any] = field(default=frozenset(), compare=False, repr=False)  # `in` lists' keys (_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,14 @@ Filter = Comparison | Logic
 
 def parse(spec: Any, where: str = "filters", depth: int = 0) -> Filter:
     """A filter dictionary -> a checked tree; a malformed one names the problem and the choices."""
+    tree = _parse(spec, where, depth)
+    if depth == 0:
+        total = sum(len(c.value) for c in _comparisons(tree) if c.op in ("in", "not in"))
+        _check_values(total, where)
+    return tree
+
+
+def _parse(spec: Any, where: str, depth: int) -> Filter:
     if depth > MAX_NESTING:
         raise InvalidInputError(f"{where.split('.')[0]}: the filter is nested more than {MAX_NESTING} levels deep; "
                                 "flatten it (AND and OR take any number of conditions)")
@@ -70,7 +81,9 @@ def parse(spec: Any, where: str = "filters", depth: int = 0) -> Filter:
     if op not in COMPARISONS:
         raise InvalidInputError(f"{where}: unknown operator {op!r}; valid comparison operators: "
                                 f"{list(COMPARISONS)}, logic operators: {list(LOGIC)}")
-    return Comparison(_parse_field(spec["field"], where), op, _check_value(op, spec["value"], where))
+    value = _check_value(op, spec["value"], where)
+    members = frozenset(map(_key, value)) if op in ("in", "not in") else frozenset()
+    return Comparison(_parse_field(spec["field"], where), op, value, members)
 
 
 def _parse_logic(spec: Mapping[str, Any], where: str, depth: int) -> Logic:
@@ -81,7 +94,7 @@ def _parse_logic(spec: Mapping[str, Any], where: str, depth: int) -> Logic:
         raise InvalidInputError(f"{where}: a {op} node has exactly the keys operator and conditions, got {sorted(spec)}")
     if not isinstance(conditions, list) or not conditions:
         raise InvalidInputError(f"{where}: {op} needs a non-empty list of conditions")
-    return Logic(op, tuple(parse(c, f"{where}.conditions[{i}]", depth + 1) for i, c in enumerate(conditions)))
+    return Logic(op, tuple(_parse(c, f"{where}.conditions[{i}]", depth + 1) for i, c in enumerate(conditions)))
 
 
 def _parse_field(field: Any, where: str) -> tuple[str, ...]:
@@ -98,15 +111,29 @@ def _scalar(value: Any) -> bool:
 
 def _check_value(op: str, value: Any, where: str) -> Any:
     if op in ("in", "not in"):
+        if isinstance(value, list):
+            _check_values(len(value), where)
         if not isinstance(value, list) or not value or not all(_scalar(v) for v in value):
             raise InvalidInputError(f"{where}: '{op}' needs a non-empty list of strings, numbers or booleans, "
                                     f"got {value!r}")
         return tuple(value)
-    if op in _ORDER and not (_number(value) or isinstance(value, str)):
+    if op in _ORDER and not (_number(value) and math.isfinite(value) or isinstance(value, str)):
         raise InvalidInputError(f"{where}: '{op}' compares numbers or strings, got {value!r}")
     if not _scalar(value):
         raise InvalidInputError(f"{where}: value must be a string, number, boolean or null, got {value!r}")
     return value
+
+
+def _check_values(count: int, where: str) -> None:
+    if count > MAX_VALUES:
+        raise InvalidInputError(f"{where.split('.')[0]}: {count} values in the filter's 'in' / 'not in' lists, the "
+                                f"limit is {MAX_VALUES} (filters.MAX_VALUES); filter on a field the documents share "
+                                "(a tag, a source) instead of listing them")
+
+
+def _key(value: Any) -> tuple[str, Any]:
+    """A scalar's key in an `in` set, equal where _equal is: 1 and 1.0 one key, True and 1 two."""
+    return ("b" if isinstance(value, bool) else "n" if _number(value) else "s" if isinstance(value, str) else "z", value)
 
 
 def _number(value: Any) -> bool:
@@ -134,7 +161,15 @@ def _equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _compare(op: str, have: Any, want: Any) -> bool:
+def _member(have: Any, members: frozenset[Any]) -> bool:
+    """Whether `have` equals a value of the set (a list or an object equals no scalar)."""
+    try:
+        return _key(have) in members
+    except TypeError:  # unhashable: a list or an object, never equal to a scalar
+        return False
+
+
+def _compare(op: str, have: Any, want: Any, members: frozenset[Any] = frozenset()) -> bool:
     if have is _MISSING:
         return False
     match op:
@@ -142,10 +177,8 @@ def _compare(op: str, have: Any, want: Any) -> bool:
             return _equal(have, want)
         case "!=":
             return not _equal(have, want)
-        case "in":
-            return any(_equal(have, w) for w in want)
-        case "not in":
-            return not any(_equal(have, w) for w in want)
+        case "in" | "not in":
+            return _member(have, members) == (op == "in")
     if _number(have) and _number(want) or isinstance(have, str) and isinstance(want, str):
         return _ORDER[op](have, want)
     return False
@@ -154,7 +187,7 @@ def _compare(op: str, have: Any, want: Any) -> bool:
 def matches(f: Filter, doc_id: str, metadata: Mapping[str, Any]) -> bool:
     """Whether a document (its id and metadata) passes the filter."""
     if isinstance(f, Comparison):
-        return _compare(f.op, _lookup(f.path, doc_id, metadata), f.value)
+        return _compare(f.op, _lookup(f.path, doc_id, metadata), f.value, f.members)
     results = (matches(c, doc_id, metadata) for c in f.conditions)
     match f.op:
         case "AND":

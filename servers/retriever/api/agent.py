@@ -17,7 +17,7 @@ from . import calls, resources
 from .fields import Filters
 from .models import SEARCH_REQUESTS, Request
 from .models import AddRequest as ClassicAdd
-from .replies import budgeted
+from .replies import AGENT_MORE, budgeted
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
@@ -91,7 +91,8 @@ def search(engine: Retriever, r: SearchRequest) -> Payload:
                                 f"try another mode") from None
     hits = calls.windowed(engine, request, found)
     s = calls.shape(engine, request)
-    lists, note = budgeted([h[r.offset:] for h in hits], r.offset, s.max_bytes, s.max_chars, True, True)
+    lists, note = budgeted([h[r.offset:] for h in hits], r.offset, s.max_bytes, s.max_chars, True, True,
+                           AGENT_MORE)
     out: Payload = {"results": [{"query": q, "hits": [_hit(h, r.collection) for h in row]}
                                 for q, row in zip(as_queries(r.query), lists)]}
     warnings = calls.filter_warnings(engine, r.collection, r.filters)
@@ -103,47 +104,30 @@ def search(engine: Retriever, r: SearchRequest) -> Payload:
 # ---- documents --------------------------------------------------------------------------------
 
 GET_DOC = ("Read documents by id: text and metadata, and with `around` the chunks before and after each; "
-           "source.document gives a whole file.")
+           "source.document gives a whole file. A reply over the size budget is cut and says how to read on.")
 
 
 class GetRequest(Request):
     ids: Annotated[str | list[str], Field(description="A document id, or a list of ids.")]
     around: Annotated[int, Field(ge=0, le=20, description="Also this many chunks before and after.")] = 0
     collection: Collection = None
+    offset: Annotated[int, Field(ge=0, description="Skip the first ids (paging; a cut reply says where).")] = 0
+    start: Annotated[int, Field(ge=0, description="Skip the first characters of the first document's text.")] = 0
 
 
 GET_SCHEMA = {"type": "object", "properties": {
     "documents": {"type": "array", "items": {"type": "object", "properties": {
         "id": {"type": "string"}, "text": {"type": "string"}, "metadata": {"type": "object"},
         "context": {"type": "object"}}}},
-    "missing": {"type": "array", "items": {"type": "string"}}}, "required": ["documents", "missing"]}
+    "missing": {"type": "array", "items": {"type": "string"}}, "truncated": {"type": "object"}},
+    "required": ["documents", "missing"]}
 
 
 def get_document(engine: Retriever, r: GetRequest) -> Payload:
-    from ..documents.windows import merge, neighbours, whole
+    from .reading import get_documents
 
     opened(engine)
-    fetch = engine.fetcher("get_document", r.collection)
-    ids = as_queries(r.ids, "ids")
-    found = fetch(ids)
-    docs, missing = [], []
-    for doc_id in ids:
-        doc = found.get(doc_id)
-        if doc is None:  # a document's id (a file's path): its chunks merged
-            chunks = whole(fetch, doc_id, engine.config.limits.max_chunks)
-            if not chunks:
-                missing.append(doc_id)
-                continue
-            meta = {k: v for k, v in chunks[0].metadata.items() if k not in ("start", "end", "split_id", "page",
-                                                                                 "heading")}
-            docs.append({"id": doc_id, "text": merge(chunks), "metadata": {**meta, "chunks": len(chunks)}})
-            continue
-        entry: dict[str, Any] = {"id": doc.id, "text": doc.text, "metadata": doc.metadata}
-        if r.around:
-            chunks = neighbours(fetch, doc, r.around, r.around)
-            entry["context"] = {"ids": [d.id for d in chunks], "text": merge(chunks)}
-        docs.append(entry)
-    return {"documents": docs, "missing": missing}
+    return get_documents(engine, as_queries(r.ids, "ids"), r.offset, r.start, r.around, r.collection)
 
 
 ADD_DOC = ("Add documents to the server's collection, searchable at once: each {id, contents, ...metadata}. "

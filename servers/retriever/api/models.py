@@ -4,10 +4,11 @@ build these models, and api/calls.py turns each into an engine call and a reply.
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ..errors import InvalidInputError
 from ..indexes.base import ann_settings
@@ -84,8 +85,34 @@ from .fields import (
 class Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
+    @model_validator(mode="after")
+    def _finite(self) -> Request:
+        """NaN and infinities (JSON has neither; a client's parser may read `NaN` or 1e400) are refused in
+        every argument, nested ones (a document's metadata, a filter's value) included. Not a ValueError: the
+        frameworks that build requests inside a tool's body pass it on as the client's error, not as a bug."""
+        for name in type(self).model_fields:
+            where = non_finite(getattr(self, name))
+            if where is not None:
+                raise InvalidInputError(f"invalid arguments: {name}{where[:200]}: NaN and infinite numbers are "
+                                        "refused (JSON has none); send a finite number, a string or null")
+        return self
+
     def options(self, *names: str) -> dict[str, Any]:
         return {n: getattr(self, n) for n in names}
+
+
+def non_finite(value: Any) -> str | None:
+    """Where in `value` (`[0].meta`, or '' for itself) a NaN or infinite float is; None where none is."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}") for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return None
 
 
 SCORES = ("score_threshold", "scale_score", "filters")  # the options of _Scores, as the engine takes them

@@ -12,6 +12,7 @@ reply (`truncated`), with the offset to ask for the rest. `return_text=false` dr
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -60,27 +61,45 @@ def fit(lists: list[list[Hit]], max_bytes: int, with_text: bool, with_meta: bool
 def _size(value: Any) -> int:
     """The bytes of `value` in the reply's JSON (json_bytes')."""
     try:
-        return len(to_json(value))
+        return len(to_json(value, inf_nan_mode="null"))
     except PydanticSerializationError:  # a lone surrogate: as json_bytes writes it then, escaped
-        return len(json.dumps(value))
+        return len(json.dumps(_finite(value)))
 
 
 def json_bytes(value: Any) -> bytes:
-    """`value` as compact UTF-8 JSON, by pydantic-core's serialiser (a top-10 reply in a sixth of
-    json.dumps' time); a lone surrogate (a client's text may hold one), which UTF-8 cannot carry,
+    """`value` as compact UTF-8 JSON, strict (NaN and infinities as null), by pydantic-core's serialiser
+    (a top-10 reply in a sixth of json.dumps' time); a lone surrogate (a client's text may hold one), which UTF-8 cannot carry,
     goes escaped (`\\ud800`)."""
     try:
-        return to_json(value)
+        return to_json(value, inf_nan_mode="null")
     except PydanticSerializationError:
-        return json.dumps(value, separators=(",", ":")).encode()
+        return json.dumps(_finite(value), separators=(",", ":"), allow_nan=False).encode()
+
+
+def _finite(value: Any) -> Any:
+    """`value` with NaN and infinities as null: strict JSON (a corpus file may hold them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+# what else a caller can do when the budget is reached, in the arguments its tool has
+MORE = ", or return_text=false for ids and scores only, or max_bytes=0 for all (where the server allows it)"
+AGENT_MORE = ", or a smaller top_k; get_document reads a hit whole"
 
 
 def budgeted(lists: list[list[Hit]], offset: int, max_bytes: int, max_chars: int, with_text: bool,
-             with_meta: bool) -> tuple[list[list[Hit]], dict[str, Any] | None]:
+             with_meta: bool, more: str = MORE) -> tuple[list[list[Hit]], dict[str, Any] | None]:
     """The hits to send (from rank `offset + 1` on, passages clipped, within the budget) and, if
-    anything was left out or cut, the note that says what and how to get it. A cut reply sends
-    every query the same number of hits (fewer where a query has fewer), the most that fit for
-    all, so the next page starts at one `next_offset` for all of them."""
+    anything was left out or cut, the note that says what and how to get it (`more`: the other
+    ways, in the arguments of the caller's tool). A cut reply sends every query the same number of
+    hits (fewer where a query has fewer), the most that fit for all, so the next page starts at one
+    `next_offset` for all of them; where not even one hit per query fits, each query's next hit
+    comes cut to its share of the budget, so a page is never empty and paging always progresses."""
     lists, clipped = clip(lists, max_chars if with_text else 0)
     keep, cut = fit(lists, max_bytes, with_text, with_meta)
     if not cut and not clipped:
@@ -91,17 +110,59 @@ def budgeted(lists: list[list[Hit]], offset: int, max_bytes: int, max_chars: int
         page = min(k for k, n in zip(keep, found) if k < n)
         if page:  # one page size for every query, so offset + page resends none and skips none
             keep = [min(k, page) for k in keep]
+        else:
+            lists, shrunk = cut_to_fit(lists, max_bytes, with_text, with_meta)
+            page, keep = 1, [min(1, n) for n in found]
+            note["hits_cut"] = shrunk
         next_offset = offset + page
-        more = (f"call again with the same arguments and offset={next_offset} for the following ones"
-                if next_offset > offset else "not even one hit per query fits: send fewer queries per call")
         note.update(hits_sent=keep, hits_found=found, next_offset=next_offset,
                     how=f"the reply budget ({max_bytes} bytes) was reached: each query keeps its best hits and "
-                    f"the rest were left out; {more}, or return_text=false for ids and scores only, or "
-                    "max_bytes=0 for all (where the server allows it)")
+                    f"the rest were left out; call again with the same arguments and offset={next_offset} for the "
+                    f"following ones{more}")
+        if note.get("hits_cut"):
+            note["how"] += ("; hits_cut hits were each over their query's share of the budget: their text (and "
+                            "metadata, where that alone was over) cut")
     if clipped:
         note["passages_clipped"] = clipped
         note["max_chars"] = max_chars
     return [hits[:k] for hits, k in zip(lists, keep)], note
+
+
+def cut_to_fit(lists: list[list[Hit]], max_bytes: int, with_text: bool, with_meta: bool) -> tuple[list[list[Hit]], int]:
+    """Each query's first hit cut to an equal share of `max_bytes` (its metadata emptied where that
+    alone is over the share, then its text cut to what is left); and how many were cut."""
+    share = max_bytes // max(1, sum(1 for hits in lists if hits))
+    out, shrunk = [], 0
+    for hits in lists:
+        if not hits:
+            out.append(hits)
+            continue
+        h = hits[0]
+        room = share - HIT_OVERHEAD - _size(h.id)
+        meta = h.metadata
+        if with_meta:
+            meta = meta if _size(meta) <= room else {}
+            room -= _size(meta)
+        text = cut_text(h.text, room) if with_text else h.text
+        if meta is not h.metadata or text is not h.text:
+            shrunk += 1
+            h = replace(h, text=text, metadata=meta)
+        out.append([h, *hits[1:]])
+    return out, shrunk
+
+
+def cut_text(text: str, room: int) -> str:
+    """`text` itself if its JSON fits `room` bytes, else its longest head that does (binary search)."""
+    if _size(text) <= room:
+        return text
+    lo, hi = 0, min(len(text), max(0, room))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _size(text[:mid]) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
 
 
 def format_hits(results: list[list[Hit]], return_text: bool = True, return_metadata: bool = False,

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import CorpusError, InvalidInputError
 from ..filters import Filter, field_types, matches, type_warnings
 from ..types import Document
-from .corpus import DocStore, check_image, parse_record
+from .corpus import DocStore, cancellable, check_image, parse_record
 from .persist import check_manifest, publish, read_manifest
 
 LOG_KIND = "changelog"
@@ -119,7 +119,9 @@ class Collection:
     def mask(self, f: Filter) -> np.ndarray:
         """Live rows that pass the filter (the corpus part is cached by the corpus store)."""
         base = self.base.mask(f) if self.base is not None else np.empty(0, bool)
-        added = np.fromiter((matches(f, d.id, d.metadata) for d in self.changes.docs), dtype=bool, count=len(self.changes.docs))
+        docs = self.changes.docs
+        added = np.fromiter((matches(f, docs[i].id, docs[i].metadata) for i in cancellable(len(docs))), dtype=bool,
+                            count=len(docs))
         return np.concatenate([base, added]) & self.live
 
     def field_warnings(self, spec: Any) -> list[str]:

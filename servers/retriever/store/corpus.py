@@ -25,9 +25,11 @@ from pydantic_core import from_json
 
 from ..errors import CorpusError
 from ..filters import Filter, field_types, matches
+from ..security.limits import check_cancel
 from ..types import Document
 
 MASK_CACHE = 16  # filters whose row masks stay cached per corpus
+CANCEL_EVERY = 4096  # documents a filter is evaluated on between two looks at the caller's cancel
 
 _ID_KEYS = ("id", "_id")
 _TEXT_KEYS = ("contents", "title", "text")
@@ -197,7 +199,7 @@ class DocStore:
         calls with the same filter (a few at a time)."""
         cached = self._masks.get(f)
         if cached is None:
-            cached = np.fromiter((matches(f, d.id, d.metadata) for d in map(self.get, range(len(self)))),
+            cached = np.fromiter((matches(f, d.id, d.metadata) for d in map(self.get, cancellable(len(self)))),
                                  dtype=bool, count=len(self))
             if len(self._masks) >= MASK_CACHE:
                 self._masks.pop(next(iter(self._masks)))
@@ -216,3 +218,11 @@ class DocStore:
 
     def info(self) -> dict[str, Any]:
         return {"path": str(self.path), "documents": len(self), "fingerprint": self.fingerprint}
+
+
+def cancellable(count: int) -> Iterator[int]:
+    """0 .. count - 1, stopping (CancelledWork) when the caller cancels or goes away: a filter's pass
+    over the documents is cancellable like a search."""
+    for start in range(0, count, CANCEL_EVERY):
+        check_cancel("a filter's pass over the documents")
+        yield from range(start, min(start + CANCEL_EVERY, count))
