@@ -453,3 +453,20 @@ def test_an_embed_killed_before_its_rename_leaves_nothing_after_the_next(built_p
     e.init()
     e.embed(overwrite=True, progress=False)
     assert not leftovers[0].exists() and (out / ".unrelated.tmp").exists()
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_an_mcp_body_over_the_sdk_s_bound_is_told_why(http_server: str, chunked: bool) -> None:
+    """limits.max_request_bytes is 16 MiB, but the MCP SDK answers a bare 413 past its own 4 MiB:
+    a 5 MiB call got that, unexplained. The guard holds MCP paths to the SDK's bound and says so."""
+    import httpx
+    from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE
+    from retriever.security.http_guard import MCP_SDK_BODY_BYTES
+
+    assert MCP_SDK_BODY_BYTES == DEFAULT_MAX_REQUEST_BODY_SIZE  # the SDK's own, still
+    body = json.dumps({**INITIALIZE, "params": {**INITIALIZE["params"], "pad": "x" * (5 << 20)}}).encode()
+    content: Any = (body[at:at + 65536] for at in range(0, len(body), 65536)) if chunked else body
+    r = httpx.post(http_server, content=content, timeout=60, headers={
+        "authorization": "Bearer tok-old-111", "content-type": "application/json",
+        "accept": "application/json, text/event-stream"})
+    assert r.status_code == 413 and "the MCP SDK's bound for MCP over HTTP" in r.text, r.text[:300]

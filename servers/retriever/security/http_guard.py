@@ -59,6 +59,12 @@ def load_tokens(cfg: Config) -> list[str]:
     return [t for t in tokens if t]
 
 
+# The MCP SDK's own bound on a streamable HTTP body (its bare 413 past it; FastMCP does not pass
+# it on): MCP paths are held to it here, with the message every other refusal has.
+MCP_SDK_BODY_BYTES = 4 * 1024 * 1024
+MCP_PATH = "/mcp"
+
+
 def front_door(cfg: Config, host: str, port: int, open_paths: tuple[str, ...] = ()) -> Middleware:
     """The HTTPGuard of a server bound to `host`:`port`, with the YAML's tokens and hosts;
     refuses to serve off loopback without a token. `open_paths` need no token (health checks)."""
@@ -89,6 +95,7 @@ class HTTPGuard:
         self.hosts = {h.lower() for h in names} | {f"{h.lower()}:{port}" for h in names}
         self.origins = {o.rstrip("/").lower() for o in allowed_origins}
         self.max_bytes = max_bytes
+        self.mcp_max_bytes = min(max_bytes, MCP_SDK_BODY_BYTES)
         self.body_timeout = body_timeout
         self.sessions: OrderedDict[str, str] = OrderedDict()  # MCP session id -> its token's digest
 
@@ -104,14 +111,15 @@ class HTTPGuard:
         if problem is not None:
             await _refuse(send, *problem)
             return
+        limit = self._limit(scope.get("path", ""))
         try:  # the whole body, here: within the bound in bytes and in time, before the app waits on it
-            messages = await asyncio.wait_for(self._read_body(receive), self.body_timeout)
+            messages = await asyncio.wait_for(self._read_body(receive, limit), self.body_timeout)
         except TimeoutError:
             await _refuse(send, 408, f"request body not received within {self.body_timeout} s "
                                      "(security.http.body_timeout)")
             return
         if messages is None:
-            await _refuse(send, 413, f"request body over {self.max_bytes} bytes (limits.max_request_bytes)")
+            await _refuse(send, 413, self._too_large(limit))
             return
         unreadable = _unreadable_json_rpc(messages)
         if unreadable is not None:
@@ -135,9 +143,17 @@ class HTTPGuard:
                                                      for t in self.tokens):
                 return 401, "a valid bearer token is required (Authorization: Bearer <token>)"
         length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            return 413, f"request body over {self.max_bytes} bytes (limits.max_request_bytes)"
+        if length is not None and length.isdigit() and int(length) > self._limit(path):
+            return 413, self._too_large(self._limit(path))
         return None
+
+    def _limit(self, path: str) -> int:
+        return self.mcp_max_bytes if path == MCP_PATH or path.startswith(MCP_PATH + "/") else self.max_bytes
+
+    def _too_large(self, limit: int) -> str:
+        if limit < self.max_bytes:
+            return f"request body over {limit} bytes (the MCP SDK's bound for MCP over HTTP; limits.max_request_bytes is lower elsewhere)"
+        return f"request body over {limit} bytes (limits.max_request_bytes)"
 
     def _origin_ok(self, origin: str) -> bool:
         if origin in self.origins:
@@ -168,8 +184,8 @@ class HTTPGuard:
 
         return noting
 
-    async def _read_body(self, receive: Receive) -> list[MutableMapping[str, Any]] | None:
-        """The messages of a request's body, read whole; None once it passes `max_bytes` (the app
+    async def _read_body(self, receive: Receive, limit: int) -> list[MutableMapping[str, Any]] | None:
+        """The messages of a request's body, read whole; None once it passes `limit` bytes (the app
         never sees it, so the client gets 413, not the app's error)."""
         messages, seen = [], 0
         while True:
@@ -178,7 +194,7 @@ class HTTPGuard:
             if message["type"] != "http.request":  # a disconnect: the app hears it in turn
                 return messages
             seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
+            if seen > limit:
                 return None
             if not message.get("more_body", False):
                 return messages
