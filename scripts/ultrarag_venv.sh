@@ -11,7 +11,7 @@ rm -rf .cache/ultrarag-src
 mkdir -p .cache/ultrarag-src
 cp -r "$SRC/src" "$SRC/pyproject.toml" "$SRC/README.md" "$SRC/data" .cache/ultrarag-src/
 mkdir -p .cache/ultrarag-src/servers .cache/ultrarag-src/examples
-cp -r "$SRC/servers/benchmark" "$SRC/servers/retriever" .cache/ultrarag-src/servers/  # its retriever: the drop-in
+cp -r "$SRC/servers/benchmark" "$SRC/servers/retriever" "$SRC/servers/corpus" .cache/ultrarag-src/servers/  # its retriever: the drop-in; corpus: bench/sync_bench.py
 cp -r "$SRC/examples/experiments" .cache/ultrarag-src/examples/
 test -x .cache/ultrarag-venv/bin/python || python3 -m venv .cache/ultrarag-venv
 .cache/ultrarag-venv/bin/pip install --quiet ./.cache/ultrarag-src
