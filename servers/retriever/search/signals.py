@@ -15,17 +15,20 @@ Each hybrid query's cross gap goes into its collection's window (the last `GATE_
 `GATE_WARM` are in and their median is `GATE_GAP` or more (BM25's best is usually a document
 dense ranks well below its own: short name-like queries over descriptions), and dense is trusted,
 a query whose BM25 best reaches under `GATE_COVERAGE` of its bound (no strong exact match) is
-answered in dense's order. The window lives in memory (a restart warms it again).
+answered in dense's order. The window lives in memory (a restart warms it again), one per
+collection and caller: a second token's queries once moved a victim's SciFact nDCG@10 from
+0.7331 to 0.6487 through a shared window.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 
 import numpy as np
 
+from ..security.guard import CALLER
 from ..types import Hit
 
 CROSS_TAU = 0.03  # the cosine gap at which BM25's prior reaches zero
@@ -112,14 +115,21 @@ class QueryGate:
         return [1.0] + [0.0] * (len(weights) - 1) if lean else None
 
 
-_GATES: dict[str, QueryGate] = {}
+_GATES: OrderedDict[tuple[str, str], QueryGate] = OrderedDict()
 _GATES_LOCK = threading.Lock()
+MAX_GATES = 1024  # (collection, caller) pairs kept; the least recently used goes first
 
 
 def gate_for(collection: str) -> QueryGate:
-    """The query gate of a collection (by a key naming it), made on its first hybrid query."""
+    """The query gate of a collection (by a key naming it) for this caller (guard.CALLER: one
+    caller's queries cannot open the gate for another's), made on its first hybrid query."""
+    key = (collection, CALLER.get())
     with _GATES_LOCK:
-        return _GATES.setdefault(collection, QueryGate())
+        gate = _GATES.pop(key, None) or QueryGate()
+        _GATES[key] = gate
+        while len(_GATES) > MAX_GATES:
+            _GATES.popitem(last=False)
+        return gate
 
 
 def forget_gates() -> None:

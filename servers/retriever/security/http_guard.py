@@ -28,6 +28,7 @@ from starlette.middleware import Middleware
 
 from ..config import Config
 from ..errors import ConfigError
+from .guard import CALLER
 
 log = logging.getLogger(__name__)
 Scope = MutableMapping[str, Any]
@@ -142,6 +143,7 @@ class HTTPGuard:
             if scheme.lower() != "bearer" or not any(hmac.compare_digest(given.strip().encode(), t)
                                                      for t in self.tokens):
                 return 401, "a valid bearer token is required (Authorization: Bearer <token>)"
+            CALLER.set(_digest(headers)[:16])  # the request's task: its call, and an MCP session it opens
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self._limit(path):
             return 413, self._too_large(self._limit(path))

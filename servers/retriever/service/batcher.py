@@ -38,7 +38,7 @@ from ..api.models import BM25SearchRequest, Request
 from ..api.registry import call
 from ..config import DeployConfig
 from ..search.results import as_queries, regroup
-from ..security.guard import FROM_CLIENT
+from ..security.guard import CALLER, FROM_CLIENT
 from ..security.limits import CANCEL, check_limits
 from ..types import Hit, Payload
 from .metrics import Metrics
@@ -61,6 +61,7 @@ class Job:
     queries: list[str]
     future: asyncio.Future[Payload] = field(repr=False)
     cancel: threading.Event = field(default_factory=threading.Event, repr=False)  # set when its caller left
+    caller: str = ""  # guard.CALLER of the request: what it searches runs as that caller
     done: int = 0  # a request cut into pieces: queries searched so far
     hits: list[list[Hit]] = field(default_factory=list, repr=False)  # and their hits
 
@@ -96,9 +97,10 @@ class Batcher:
         if len(self._jobs) >= self.max_queue:
             self.metrics.rejected.inc()
             raise QueueFull
-        key = merge_key(request)
+        key, caller = merge_key(request), CALLER.get()
+        key = None if key is None else f"{caller}:{key}"  # two callers' queries are never one search
         queries = as_queries(request.query_list) if isinstance(request, BM25SearchRequest) else []
-        job = Job(request, key, queries, asyncio.get_running_loop().create_future())
+        job = Job(request, key, queries, asyncio.get_running_loop().create_future(), caller=caller)
         self._jobs.append(job)
         self._wake.set()
         self._arrived.set()
@@ -192,6 +194,7 @@ class Batcher:
         (None: a piece of a cut request was searched, more to come). A lone job runs with its
         cancel event as limits.CANCEL, so a caller who left stops it at its next chunk."""
         first = jobs[0].request
+        CALLER.set(jobs[0].caller)  # this thread's context is the batch's own (run: ctx.run per batch)
         if len(jobs) == 1:
             token = CANCEL.set(jobs[0].cancel)
             try:
