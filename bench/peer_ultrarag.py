@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> None:
     docs, out = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
     sys.path.insert(0, str(ROOT / ".cache" / "ultrarag-src" / "servers" / "corpus" / "src"))
+    os.chdir(out.parent)  # UltraRAG writes its logs/ under the working folder
     import corpus  # UltraRAG's corpus server
 
     build = getattr(corpus.build_text_corpus, "fn", corpus.build_text_corpus)
-    os.chdir(docs.parent)
     files = sum(1 for p in docs.rglob("*") if p.is_file())
     t = time.perf_counter()
     asyncio.run(build(str(docs), str(out)))
