@@ -166,3 +166,114 @@ def test_the_reply_carries_the_warning(reranking: Any) -> None:
     out = mcp.ok("bm25_search", {"query_list": [QUERIES[0]], "top_k": 3})
     assert out["ret_ids"][0] == [h.id for h in plain.bm25_search(QUERIES[0], top_k=3)[0]]
     assert len(out["warnings"]) == 1 and "retrieval order kept" in out["warnings"][0]
+
+
+class CountingReranker:
+    """A local server in Cohere's /rerank wire format that counts the requests it gets (and can
+    take `delay` seconds over each): the client's side of the budget and of a cancel."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.times: list[float] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                import time
+
+                outer.times.append(time.monotonic())
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                time.sleep(delay)
+                results = [{"index": i, "relevance_score": len(t) / 1000} for i, t in enumerate(body["documents"])]
+                data = json.dumps({"results": results}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_call_sends_at_most_max_requests_to_the_rerank_server(reranking: Any) -> None:
+    """20 queries x top_k 1000 once sent 640 requests: now a call stops at rerank.max_requests, and
+    the queries past it keep their retrieval order, with one warning naming the key."""
+    project, make = reranking
+    plain = engine_for(project)
+    plain.init()
+    server = CountingReranker()
+    try:
+        e = make(url=server.url, batch_size=2, max_requests=3)  # 2 queries x 10 hits: 10 requests wanted
+        with rerank.collecting() as warnings:
+            got = e.bm25_search(QUERIES, top_k=10)
+    finally:
+        server.close()
+    assert len(server.times) == 3
+    assert len(warnings) == 1 and "rerank.max_requests" in warnings[0] and "of 2 queries keep" in warnings[0], warnings
+    assert [h.id for h in got[-1]] == [h.id for h in plain.bm25_search(QUERIES, top_k=10)[-1]]  # past the budget
+
+
+def test_a_cancelled_reranked_search_sends_nothing_after_the_cancel(reranking: Any) -> None:
+    import contextvars
+    import threading
+    import time
+
+    from retriever.errors import CancelledWork
+    from retriever.security.limits import CANCEL
+
+    _, make = reranking
+    server = CountingReranker(delay=0.2)
+    e = make(url=server.url, batch_size=1)  # one request per hit: 20 for the two queries
+    event, raised = threading.Event(), []
+    ctx = contextvars.copy_context()
+    ctx.run(CANCEL.set, event)
+
+    def search() -> None:
+        try:
+            ctx.run(e.bm25_search, QUERIES, 10)
+        except CancelledWork as err:
+            raised.append(err)
+
+    worker = threading.Thread(target=search)
+    try:
+        worker.start()
+        while not server.times:
+            time.sleep(0.01)
+        event.set()
+        cancelled_at = time.monotonic()
+        worker.join(30)
+        time.sleep(0.5)  # anything still coming would arrive by now
+    finally:
+        server.close()
+    assert raised, "the search was not stopped"
+    assert [t for t in server.times if t > cancelled_at] == [], "requests were sent after the cancel"
+    assert len(server.times) < 20
+
+
+def test_the_agent_s_search_shows_the_rerank_warning(reranking: Any) -> None:
+    import asyncio
+
+    from fastmcp import Client
+    from retriever.mcp.server import build_server
+
+    _, make = reranking
+    e = make(url=f"http://127.0.0.1:{free_port()}")  # nothing listens there
+
+    async def run() -> dict[str, Any]:
+        async with Client(build_server(e)) as client:
+            return (await client.call_tool("search", {"query": QUERIES[0], "mode": "bm25", "top_k": 3})).structured_content
+
+    out = asyncio.run(run())
+    assert out["results"][0]["hits"] and any("retrieval order kept" in w for w in out.get("warnings", [])), out

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field
 
 from ..errors import IndexMissingError
+from ..search import rerank
 from ..search.rankers import MODES
 from ..search.results import as_queries
 from ..types import Payload
@@ -85,7 +86,8 @@ def search(engine: Retriever, r: SearchRequest) -> Payload:
                                       offset=r.offset, collection_name=r.collection, scale_score=True,
                                       return_metadata=True)
     try:
-        found = calls.HITS[type(request)](engine, request)
+        with rerank.collecting() as failed:  # the YAML's cross-encoder stage: its warnings are the agent's too
+            found = calls.HITS[type(request)](engine, request)
     except IndexMissingError as e:  # the agent has no build tools: the operator builds indexes
         raise IndexMissingError(f"{e}. This server's operator builds the indexes (`retriever index`); until then "
                                 f"try another mode") from None
@@ -95,7 +97,7 @@ def search(engine: Retriever, r: SearchRequest) -> Payload:
                            AGENT_MORE)
     out: Payload = {"results": [{"query": q, "hits": [_hit(h, r.collection) for h in row]}
                                 for q, row in zip(as_queries(r.query), lists)]}
-    warnings = calls.filter_warnings(engine, r.collection, r.filters)
+    warnings = [*calls.filter_warnings(engine, r.collection, r.filters), *failed]
     if warnings:
         out["warnings"] = warnings
     return {**out, "truncated": note} if note else out

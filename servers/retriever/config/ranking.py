@@ -33,6 +33,9 @@ class RerankConfig(Section):
     depth: int = Field(50, ge=1)  # hits per query reranked (a search of top_k > depth reranks top_k)
     batch_size: int = Field(32, ge=1)  # pairs per forward pass (in process) or documents per request (server)
     max_length: int | None = Field(None, ge=8)  # word pieces per pair; empty: the model's own
+    # requests one search call sends to a rerank server; past them each query keeps its retrieval
+    # order, with a warning naming this key (20 queries x top_k 1000 sent 640 requests)
+    max_requests: int = Field(200, ge=1)
 
     @model_validator(mode="after")
     def _one_source(self) -> RerankConfig:

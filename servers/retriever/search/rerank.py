@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..config.ranking import RerankConfig
-from ..errors import CancelledWork, EmbeddingServerError, MissingDependencyError
+from ..errors import CancelledWork, EmbeddingServerError, LimitError, MissingDependencyError
+from ..security.limits import Budget, check_cancel
 from ..security.redaction import detail
 from ..types import Hit, Hits
 
@@ -92,6 +93,8 @@ class Server:
     api_key: str | None = field(default=None, repr=False)
     timeout: float = 60.0
     batch_size: int = 32
+    # the requests of one search call (plan() makes a Server per call): rerank.max_requests
+    budget: Budget | None = field(default=None, repr=False, compare=False)
 
     def scores(self, query: str, texts: Sequence[str]) -> list[float]:
         out: list[float] = []
@@ -101,6 +104,10 @@ class Server:
 
     def _batch(self, query: str, texts: list[str]) -> list[float]:
         import httpx
+
+        check_cancel("reranking")  # a caller who cancelled or left: nothing more is sent
+        if self.budget is not None:
+            self.budget.take()
 
         if self.api == "tei":
             body: dict[str, Any] = {"query": query, "texts": texts, "raw_scores": False, "truncate": True}
@@ -132,10 +139,12 @@ class Server:
 
 
 def scorer_of(cfg: RerankConfig) -> Scorer | None:
-    """The scorer the YAML's `rerank` section names; None while it names neither model nor URL."""
+    """The scorer the YAML's `rerank` section names; None while it names neither model nor URL. A
+    server's scorer counts its requests: make one per search call."""
     if cfg.url:
         key = cfg.api_key.get_secret_value() if cfg.api_key is not None else None
-        return Server(cfg.url, cfg.api, cfg.model_name, key, cfg.timeout, cfg.batch_size)
+        return Server(cfg.url, cfg.api, cfg.model_name, key, cfg.timeout, cfg.batch_size,
+                      Budget("rerank requests", "rerank.max_requests", cfg.max_requests))
     if cfg.model_name_or_path:
         return InProcess(cfg.model_name_or_path, cfg.batch_size, cfg.max_length)
     return None
@@ -152,16 +161,22 @@ def reranked(scorer: Scorer, query: str, hits: Sequence[Hit]) -> list[Hit]:
 def rerank(scorer: Scorer, queries: Sequence[str], hits: Hits, depth: int, k: int) -> Hits:
     """Per query, its first `depth` hits reranked (the rest after them, as they were), cut to `k`.
     A query whose scoring fails keeps its retrieval order, with a warning."""
-    out = []
+    out, spent, kept = [], None, 0
     for query, found in zip(queries, hits):
         head, tail = list(found[:depth]), list(found[depth:])
+        check_cancel("reranking")
         try:
-            head = reranked(scorer, query, head) if head else head
+            head = reranked(scorer, query, head) if head and spent is None else head
         except CancelledWork:
             raise
+        except LimitError as e:  # the call's requests are spent: no more are sent
+            spent = e
         except Exception as e:  # noqa: BLE001 - any failure of the model or server keeps the retrieval order
             _warn(f"reranking failed for {query[:200]!r}, the retrieval order kept: {type(e).__name__}: {e}")
+        kept += spent is not None
         out.append((head + tail)[:k])
+    if spent is not None:
+        _warn(f"{spent}: {kept} of {len(queries)} queries keep their retrieval order")
     return out
 
 

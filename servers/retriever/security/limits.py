@@ -67,16 +67,18 @@ def check_count(what: str, count: int, key: str, limit: int, hint: str) -> None:
 
 
 class Budget:
-    """At most `limit` uses within one call (a request sent to a provider or an LLM), from any thread."""
+    """At most `limit` uses within one call (a request sent to a provider or an LLM), from any thread.
+    `key`: the setting, under `limits` unless it names its section (`rerank.max_requests`)."""
 
     def __init__(self, what: str, key: str, limit: int) -> None:
-        self.what, self.key, self.limit, self.used = what, key, limit, 0
+        self.what, self.limit, self.used = what, limit, 0
+        self.key = key if "." in key else f"limits.{key}"
         self._lock = threading.Lock()
 
     def take(self) -> None:
         with self._lock:
             if self.used >= self.limit:
-                raise LimitError(f"{self.what}: this call has sent its {self.limit} requests (limits.{self.key}); "
+                raise LimitError(f"{self.what}: this call has sent its {self.limit} requests ({self.key}); "
                                  "split the call")
             self.used += 1
 
