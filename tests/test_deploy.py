@@ -448,3 +448,36 @@ def test_every_read_tool_answers_at_tools(service: Deploy) -> None:
     assert {n for n, c in statuses.items() if c == 200} >= {"search", "get_document", "list_collections",
                                                            "retriever_search", "bm25_search", "retriever_batch_search",
                                                            "retriever_hybrid_search", "retriever_fanout_search"}
+
+
+def test_callers_take_turns_and_none_fills_the_queue_alone(built_project: Path) -> None:
+    """One token's burst used to fill the whole queue (503 for every other caller) and be served
+    before a later caller's request; now a caller holds at most deploy.max_queue_per_caller
+    waiting requests, and the queue takes callers in turn."""
+    import asyncio
+
+    from retriever.api.models import BM25SearchRequest
+    from retriever.config import DeployConfig
+    from retriever.security.guard import CALLER
+    from retriever.service.batcher import Batcher, QueueFull
+    from retriever.service.metrics import Metrics
+
+    engine = engine_for(built_project)
+    engine.init()
+
+    async def run() -> tuple[list[str], str]:
+        batcher = Batcher(engine, DeployConfig(max_queue=8, max_queue_per_caller=3), Metrics(lambda: 0.0))
+
+        def submit(caller: str, top_k: int) -> None:  # each top_k its own batch: no two are merged
+            CALLER.set(caller)
+            batcher.submit(BM25SearchRequest(query_list=["what is BM25?"], top_k=top_k))
+
+        for top_k in (1, 2, 3):
+            submit("a", top_k)
+        with pytest.raises(QueueFull) as refused:
+            submit("a", 4)
+        submit("b", 5)  # the queue has room for another caller
+        return [batcher._take()[0].caller for _ in range(4)], str(refused.value)
+
+    order, refused = asyncio.run(run())
+    assert order == ["a", "b", "a", "a"] and "deploy.max_queue_per_caller" in refused

@@ -91,6 +91,9 @@ class DeployConfig(Section):
     max_batch: int = Field(64, ge=1)  # queries searched together (a larger request: this many at a time, alone)
     max_wait_ms: float = Field(5.0, ge=0, le=1000)  # under load: how long a batch waits for the last batch's size
     max_queue: int = Field(256, ge=1)  # requests waiting; past it: 503 with Retry-After
+    # requests one caller (a bearer token) may have waiting: a busy caller gets 503 while others are
+    # still queued, and the queue takes callers in turn (service/batcher.py)
+    max_queue_per_caller: int = Field(64, ge=1)
     request_timeout: float = Field(60.0, gt=0)  # seconds a request may wait and run; then 504, its work dropped
 
 

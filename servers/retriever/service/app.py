@@ -96,9 +96,8 @@ class Service:
             return _error(503, f"not ready: {self.problem}", retry_after=1)
         try:
             job = self.batcher.submit(request)
-        except QueueFull:
-            return _error(503, f"busy: {self.batcher.max_queue} requests are waiting (deploy.max_queue)",
-                          retry_after=1)
+        except QueueFull as e:
+            return _error(503, str(e), retry_after=1)
         gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(http))
         waiting: set[asyncio.Future[Any]] = {job.future, gone}
         try:

@@ -51,7 +51,7 @@ SHAPE_ONLY = {"query_list", "return_text", "return_metadata", "max_bytes", "max_
 
 
 class QueueFull(Exception):
-    """The queue holds `max_queue` requests: come back later."""
+    """The queue holds `max_queue` requests, or this caller `max_queue_per_caller`: come back later."""
 
 
 @dataclass(eq=False)
@@ -80,7 +80,10 @@ class Batcher:
         self.max_batch = min(settings.max_batch, engine.base_config.limits.max_queries)
         self.max_wait = settings.max_wait_ms / 1000
         self.max_queue = settings.max_queue
+        self.max_per_caller = min(settings.max_queue_per_caller, settings.max_queue)
         self.metrics = metrics
+        self._turn = 0  # counts batches served; a caller's last turn decides who goes next
+        self._served: dict[str, int] = {}  # caller -> the turn it was last served
         self._jobs: deque[Job] = deque()
         self._pieces: deque[Job] = deque()  # requests cut into pieces, between two of their pieces
         self._piece_next = False  # whose turn: a piece, or the queue
@@ -94,10 +97,15 @@ class Batcher:
     def submit(self, request: Request) -> Job:
         """Queue `request`; its job's future gets the reply (or the error). Raises QueueFull, or
         the request's own error for queries that are not a list of strings."""
+        caller = CALLER.get()
         if len(self._jobs) >= self.max_queue:
             self.metrics.rejected.inc()
-            raise QueueFull
-        key, caller = merge_key(request), CALLER.get()
+            raise QueueFull(f"busy: {self.max_queue} requests are waiting (deploy.max_queue)")
+        if sum(j.caller == caller for j in self._jobs) >= self.max_per_caller:
+            self.metrics.rejected.inc()
+            raise QueueFull(f"busy: {self.max_per_caller} of this caller's requests are waiting "
+                            "(deploy.max_queue_per_caller)")
+        key = merge_key(request)
         key = None if key is None else f"{caller}:{key}"  # two callers' queries are never one search
         queries = as_queries(request.query_list) if isinstance(request, BM25SearchRequest) else []
         job = Job(request, key, queries, asyncio.get_running_loop().create_future(), caller=caller)
@@ -178,7 +186,13 @@ class Batcher:
         self._piece_next = True
         if not self._jobs:
             return []
-        first = self._jobs.popleft()
+        # callers in turn: the waiting job of the caller served longest ago (arrival order among equals)
+        first = min(self._jobs, key=lambda j: self._served.get(j.caller, -1))
+        self._jobs.remove(first)
+        self._turn += 1
+        self._served[first.caller] = self._turn
+        if len(self._served) > 4 * self.max_queue:  # callers long gone
+            self._served = {c: t for c, t in self._served.items() if any(j.caller == c for j in self._jobs)}
         jobs, size = [first], len(first.queries)
         if first.key is None or len(first.queries) > self.max_batch:
             return jobs
