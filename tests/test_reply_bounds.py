@@ -171,3 +171,19 @@ def test_get_document_of_300000_ids_over_http_answers_within_the_budget(
     out = json.loads(text)
     assert [d["id"] for d in out["documents"]] == ["doc11"] and len(text.encode()) <= 100_000
     assert after - before < 400, f"peak RSS grew {after - before:.0f} MB for one reply"
+
+
+def test_a_neighbourhood_over_the_budget_comes_cut_within_it(built_project: Path, tmp_path: Path) -> None:
+    """retriever_get_neighbors (the classic tool) sent the chunks and their merge whole: three
+    60 KB chunks made a 360 KB reply against a 6 KB budget."""
+    mcp = MCP(engine_for(copy_built(built_project, tmp_path / "p"), {"reply": {"max_bytes": BUDGET}}))
+    mcp.ok("retriever_init")
+    big = [{"id": f"big:{n}", "contents": f"part {n} " + "lorem ipsum dolor " * 3_500, "source_id": "big", "split_id": n}
+           for n in range(3)]
+    mcp.ok("retriever_add", {"documents": big})
+    result = mcp.call("retriever_get_neighbors", {"id": "big:1", "before": 1, "after": 1})
+    out = json.loads(result.content[0].text)
+    assert len(result.content[0].text.encode()) <= BUDGET and "reply.max_bytes" in out["truncated"]["reason"]
+    assert out["ids"] == ["big:0", "big:1", "big:2"] and all(t.startswith("part") for t in out["texts"])
+    small = mcp.ok("retriever_get_neighbors", {"id": "doc05", "before": 1, "after": 1})
+    assert "truncated" not in small  # within the budget: as it was

@@ -192,7 +192,23 @@ def neighbors(engine: Retriever, r: NeighborsRequest) -> Payload:
     if doc is None:
         raise InvalidInputError(f"retriever_get_neighbors: no document {r.id!r}")
     around = neighbours(fetch, doc, r.before, r.after)
-    return {"ids": [d.id for d in around], "texts": [d.text for d in around], "merged": merge(around)}
+    out: Payload = {"ids": [d.id for d in around], "texts": [d.text for d in around], "merged": merge(around)}
+    return _within_budget(engine, out)
+
+
+def _within_budget(engine: Retriever, out: Payload) -> Payload:
+    """A neighbourhood within the reply budget: over it, `merged` gets half and the chunks' texts
+    share the rest, each cut to its part, and `truncated` says so (get_document reads a chunk whole)."""
+    from .reading import budget
+    from .replies import _size, cut_text
+
+    most = budget(engine)
+    if not most or _size(out) <= most:
+        return out
+    share = max(64, most // 2 // max(1, len(out["texts"])) - 64)
+    return {**out, "texts": [cut_text(t, share) for t in out["texts"]], "merged": cut_text(out["merged"], most // 2 - 256),
+            "truncated": {"reason": f"the reply is over reply.max_bytes ({most}): texts cut to fit; get_document reads "
+                                    "a chunk whole, page by page"}}
 
 
 def delete(engine: Retriever, r: DeleteRequest) -> Payload:
