@@ -395,3 +395,20 @@ def test_milvus_config_maps_ultrarag_keys_and_forbids_typos() -> None:
         MilvusConfig(index_chunk=5)
     with pytest.raises(ValidationError, match="not a valid Milvus field name"):
         MilvusConfig(text_field_name="has-dash")
+
+
+def test_a_filter_milvus_cannot_read_is_not_echoed_back(store: MilvusStore) -> None:
+    """A value with a control character became `\\u0001` in the expression, which Milvus refuses,
+    echoing the whole expression (the caller's values) in its error."""
+    from retriever.errors import InvalidInputError
+    from retriever.filters import parse
+    from retriever.indexes.milvus import MilvusError
+    from retriever.indexes.milvus_filters import to_milvus
+
+    with pytest.raises(InvalidInputError, match="control character U\\+0001"):
+        to_milvus(parse({"field": "meta.name", "operator": "==", "value": "secret-ish \x01 value"}))
+    ids, vectors, texts, metas = rows(10)
+    store.upsert(ids, vectors, texts, metas)
+    with pytest.raises(MilvusError) as failed:  # an expression Milvus cannot parse, built by hand
+        store.search(vectors[:1], k=3, expr='metadata["name"] == "pass-7f1c \\u0001 word"')
+    assert "pass-7f1c" not in str(failed.value) and "<the filter expression>" in str(failed.value)

@@ -12,6 +12,7 @@ server keeps them; `(metadata["k"] != v or not (exists metadata["k"]))` means th
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..errors import InvalidInputError
@@ -52,4 +53,10 @@ def _milvus_literal(value: Any) -> str:
     if value is None:
         raise InvalidInputError("Milvus expressions have no null literal; filter on null values is not "
                                 "supported with index_backend: milvus")
+    if isinstance(value, str) and (bad := _CONTROL.search(value)):
+        raise InvalidInputError(f"a filter value holds the control character U+{ord(bad.group()):04X}, which a Milvus "
+                                "expression cannot carry; leave it out of the value")
     return json.dumps(value, ensure_ascii=False)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
