@@ -151,7 +151,7 @@ def test_json_rpc_errors_and_the_handshake(built_project: Path) -> None:
     assert raw.initialize("1999-01-01")["result"]["protocolVersion"] == "2025-11-25"  # ours, the newest
     assert raw.initialize("2024-11-05")["result"]["protocolVersion"] == "2024-11-05"
     assert raw.ask("ping") == {"jsonrpc": "2.0", "id": raw._id, "result": {}}
-    assert raw.ask("server/discover")["error"]["code"] == -32601  # the stateless revision: the client falls back
+    assert raw.ask("server/discover")["result"]["supportedVersions"] == ["2026-07-28"]  # the stateless revision too
     assert raw.ask("resources/list")["result"] == {"resources": []}
     assert raw.ask("tools/call", {"name": 5})["error"]["code"] == -32602
     assert raw.ask("tools/call", {"name": "search", "arguments": [1]})["error"]["code"] == -32602
@@ -309,3 +309,38 @@ def test_requests_from_a_file_are_answered(built_project: Path, tmp_path: Path) 
     assert done.returncode == 0, done.stderr[-2000:]
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert [a["id"] for a in answers] == [1, 2] and answers[1]["result"] == {}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_sdk_s_own_client_speaks_both_eras_with_our_stdio_server(built_project: Path, mode: str) -> None:
+    """The official MCP SDK 2.x client probes server/discover first ('auto'): our stdio server used
+    to answer "method not found", so it fell back to 2025-11-25 while over HTTP it got 2026-07-28."""
+    import asyncio
+
+    from mcp.client.client import Client as SDKClient
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=str(BIN / "retriever"), args=["serve", "--config", str(built_project)])
+
+    async def run() -> tuple[str, set[str], Any]:
+        async with SDKClient(params, mode=mode) as client:  # type: ignore[arg-type]
+            tools = {t.name for t in (await client.list_tools()).tools}
+            hit = await client.call_tool("search", {"query": "what is BM25?", "top_k": 1})
+            return client.protocol_version, tools, hit
+
+    version, tools, hit = asyncio.run(run())
+    assert version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+    assert "search" in tools and not hit.is_error and hit.structured_content["results"][0]["hits"]
+
+
+def test_a_stateless_request_of_an_unknown_revision_is_told_which_are_served(built_project: Path) -> None:
+    raw = Raw("serve", "--config", str(built_project))
+    meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2031-01-01",
+                      "io.modelcontextprotocol/clientCapabilities": {}}}
+    error = raw.ask("tools/list", meta)["error"]
+    assert error["code"] == -32022 and error["data"]["supported"] == ["2026-07-28"]
+    meta["_meta"]["io.modelcontextprotocol/protocolVersion"] = "2026-07-28"
+    found = raw.ask("server/discover", meta)["result"]
+    assert found["supportedVersions"] == ["2026-07-28"] and found["resultType"] == "complete"
+    listed = raw.ask("tools/list", meta)["result"]
+    assert listed["resultType"] == "complete" and listed["ttlMs"] == 0 and listed["tools"]

@@ -1,5 +1,6 @@
 """MCP over stdio on core.py alone: newline-delimited JSON-RPC 2.0, the `initialize` handshake
-(protocol revisions 2024-11-05 to 2025-11-25), `tools/list` from tools.json (definitions.py) and
+(protocol revisions 2024-11-05 to 2025-11-25) and the stateless 2026-07-28 (`server/discover`, each
+request's `_meta` naming its revision, results with `resultType`), `tools/list` from tools.json (definitions.py) and
 `tools/call` through the same gate, worker threads and replies as the FastMCP server. Importing no
 MCP framework halves the time to the first answer and the cost of a call (bench/LEAN.md).
 
@@ -7,9 +8,9 @@ What it speaks: `initialize`, `ping`, `tools/list`, `tools/call` (each on its ow
 overlap; a call given a `progressToken` gets `notifications/progress` from its long work),
 `notifications/cancelled` (the call's work stops, no answer is sent, as MCP says), and
 `notifications/tools/list_changed` when a call changes which tools the configuration can serve.
-It has no resources or prompts (their lists answer empty) and asks the client nothing. A client
-that opens with the stateless revision's `server/discover` gets "method not found" and falls back
-to `initialize`, as MCP's clients do with any server of the handshake revisions.
+It has no prompts (their list answers empty) and asks the client nothing. A client that opens
+with `server/discover` (the MCP SDK 2.x) speaks 2026-07-28 with it; one that opens with
+`initialize`, the revision it asks for.
 
 The protocol owns file descriptor 1: the server keeps its own copy of it and points fd 1 and
 `sys.stdout` at stderr, so a stray print, ours or a native library's, cannot corrupt it."""
@@ -45,7 +46,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("retriever.mcp")
 
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # the initialize handshake's revisions
+MODERN = ("2026-07-28",)  # the stateless revisions: no handshake, server/discover, each request's _meta
+PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"  # the _meta key of a stateless request
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
+UNSUPPORTED_PROTOCOL_VERSION = -32022
 RESOURCE_NOT_FOUND = -32002  # MCP's code for resources/read of an unknown URI
 EMPTY = {"resources/list": "resources", "resources/templates/list": "resourceTemplates", "prompts/list": "prompts"}
 
@@ -116,19 +120,28 @@ class StdioServer:
         try:
             if not isinstance(params, dict):
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: params is an object")
-            if method == "tools/call":
-                self._start(rid, params)
+            modern = _modern(params)
+            if modern is not None and modern not in MODERN:
+                self.send(_unsupported(rid, modern))
                 return
-            self.send({"jsonrpc": "2.0", "id": rid, "result": self.answer(method, params)})
+            if method == "tools/call":
+                self._start(rid, params, modern is not None)
+                return
+            result = self.answer(method, params)
+            self.send({"jsonrpc": "2.0", "id": rid, "result": _stamped(result, method) if modern else result})
         except ProtocolError as e:
             self.send(_error(rid, e.code, str(e)))
 
     def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "server/discover":  # the stateless revision's handshake-free description
+            return {"supportedVersions": list(MODERN), "capabilities": self.capabilities(),
+                    "instructions": instructions(self.engine, self.gate.tools.values()),
+                    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "retriever",
+                                                                     "version": package_version()}}}
         if method == "initialize":
             asked = params.get("protocolVersion")
             return {"protocolVersion": asked if asked in VERSIONS else VERSIONS[-1],
-                    "capabilities": {"tools": {"listChanged": True},
-                                     **({"resources": {}} if resources.served(self.gate.tools) else {})},
+                    "capabilities": self.capabilities(),
                     "serverInfo": {"name": "retriever", "version": package_version()},
                     "instructions": instructions(self.engine, self.gate.tools.values())}
         if method == "tools/list":
@@ -145,6 +158,9 @@ class StdioServer:
             return {EMPTY[method]: []}
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
+    def capabilities(self) -> dict[str, Any]:
+        return {"tools": {"listChanged": True}, **({"resources": {}} if resources.served(self.gate.tools) else {})}
+
     def read_resource(self, params: dict[str, Any]) -> dict[str, Any]:
         address = params.get("uri")
         if not isinstance(address, str):
@@ -157,23 +173,25 @@ class StdioServer:
             raise ProtocolError(RESOURCE_NOT_FOUND, f"Resource not found: {address[:200]}")
         return {"contents": [out]}
 
-    def _start(self, rid: Any, params: dict[str, Any]) -> None:
+    def _start(self, rid: Any, params: dict[str, Any], modern: bool = False) -> None:
         name, arguments = params.get("name"), params.get("arguments") or {}
         if not isinstance(name, str) or not isinstance(arguments, dict):
             raise ProtocolError(INVALID_PARAMS, "Invalid params: tools/call takes a name (a string) and arguments "
                                                 "(an object)")
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        task = asyncio.get_running_loop().create_task(self.call(rid, name, arguments, token if _valid_id(token) else None))
+        task = asyncio.get_running_loop().create_task(
+            self.call(rid, name, arguments, token if _valid_id(token) else None, modern))
         self.running[rid] = task
         task.add_done_callback(lambda done: self.running.pop(rid) if self.running.get(rid) is done else None)
 
-    async def call(self, rid: Any, name: str, arguments: dict[str, Any], token: str | int | None = None) -> None:
+    async def call(self, rid: Any, name: str, arguments: dict[str, Any], token: str | int | None = None,
+                   modern: bool = False) -> None:
         before = self.gate.hidden()
         try:
-            refused = await self.result(rid, name, arguments, token)
+            refused = await self.result(rid, name, arguments, token, modern)
             if refused is not None:
-                self.send({"jsonrpc": "2.0", "id": rid, "result": refused})
+                self.send({"jsonrpc": "2.0", "id": rid, "result": _stamped(refused, "tools/call") if modern else refused})
         except asyncio.CancelledError:  # notifications/cancelled: the client expects no answer
             pass
         finally:
@@ -181,7 +199,7 @@ class StdioServer:
                 self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
     async def result(self, rid: Any, name: str, arguments: dict[str, Any],
-                     token: str | int | None = None) -> dict[str, Any] | None:
+                     token: str | int | None = None, modern: bool = False) -> dict[str, Any] | None:
         """Serve the call, whose thread writes its answer (None); or MCP's tool result of its
         refusal or failure (a tool error) for the loop to write. `token`: the client's
         progressToken, which the call's long work reports to (notifications/progress)."""
@@ -191,17 +209,19 @@ class StdioServer:
         tool = self.gate.tools[name]  # the gate refused any other name
         try:
             request = await self._validator(tool).validate_python(arguments)
-            return await serve_call(self.engine, tool, request, lambda payload: self.answered(rid, tool, payload),
+            return await serve_call(self.engine, tool, request,
+                                    lambda payload: self.answered(rid, tool, payload, modern),
                                     None if token is None else self.progress(token))
         except Exception as e:
             return _tool_result(self.gate.failure(name, e), True)
 
-    def answered(self, rid: Any, tool: Tool, payload: dict[str, Any]) -> None:
+    def answered(self, rid: Any, tool: Tool, payload: dict[str, Any], modern: bool = False) -> None:
         """Write a call's answer where the call ran: the client has it without waiting for the
         event loop to wake (0.1 ms and more here). A call cancelled meanwhile gets none."""
         if not cancelled():
             text, structured = reply(payload, tool.output_schema is not None)
-            self.send({"jsonrpc": "2.0", "id": rid, "result": _tool_result(text, structured=structured)})
+            result = _tool_result(text, structured=structured)
+            self.send({"jsonrpc": "2.0", "id": rid, "result": _stamped(result, "tools/call") if modern else result})
 
     def progress(self, token: str | int) -> Callable[[int, int, str], None]:
         """notifications/progress for `token`, written from the thread the call runs on."""
@@ -231,6 +251,29 @@ class StdioServer:
         for task in list(self.running.values()):  # the client is gone: its calls' work is dropped
             task.cancel()
         await asyncio.gather(*self.running.values(), return_exceptions=True)
+
+
+def _modern(params: dict[str, Any]) -> str | None:
+    """The protocol revision a stateless request names in its _meta (None: a handshake-era request)."""
+    meta = params.get("_meta")
+    version = meta.get(PROTOCOL_VERSION) if isinstance(meta, dict) else None
+    return version if isinstance(version, str) else None
+
+
+CACHEABLE = {"tools/list", "resources/list", "resources/templates/list", "prompts/list", "server/discover"}
+
+
+def _stamped(result: dict[str, Any], method: str) -> dict[str, Any]:
+    """A result as the stateless revision has it: `resultType`, and for lists and discover the
+    cache directives (never cached: the tools a configuration serves can change)."""
+    out = {**result, "resultType": "complete"}
+    return {**out, "ttlMs": 0, "cacheScope": "private"} if method in CACHEABLE else out
+
+
+def _unsupported(rid: Any, version: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {
+        "code": UNSUPPORTED_PROTOCOL_VERSION, "message": f"Unsupported protocol version: {version[:40]}",
+        "data": {"supported": list(MODERN), "requested": version[:40]}}}
 
 
 def _valid_id(rid: Any) -> bool:
