@@ -481,3 +481,40 @@ def test_callers_take_turns_and_none_fills_the_queue_alone(built_project: Path) 
 
     order, refused = asyncio.run(run())
     assert order == ["a", "b", "a", "a"] and "deploy.max_queue_per_caller" in refused
+
+
+def test_a_long_whole_call_lets_another_caller_s_search_through(built_project: Path, tmp_path: Path) -> None:
+    """A multi-query of 4,000 phrasings runs as one call (it cannot be cut into pieces): another
+    caller's one-query search used to wait it out (29-44 s on SciFact). Now the service serves it
+    between two chunks of the long call."""
+    port = free_port()
+    log = tmp_path / "deploy.log"
+    proc = subprocess.Popen([str(BIN / "retriever"), "deploy", "--config", str(built_project), "--port", str(port)],
+                            stderr=log.open("w"), env={**os.environ, "RETRIEVER_HTTP_TOKENS": "long-5d1,short-8e2"})
+    url = f"http://127.0.0.1:{port}"
+    done: dict[str, float] = {}
+    try:
+        wait_http(f"{url}/readyz", proc, lambda: log.read_text()[-3000:])
+        phrasings = [f"question phrased the {i}th way about photosynthesis and light" for i in range(4000)]
+
+        def long_call() -> None:
+            r = httpx.post(f"{url}/tools/retriever_multi_query_search", timeout=300,
+                           json={"question_list": [phrasings], "top_k": 3},
+                           headers={"Authorization": "Bearer long-5d1"})
+            assert r.status_code == 200, r.text[:300]
+            done["long"] = time.monotonic()
+
+        thread = threading.Thread(target=long_call)
+        start = time.monotonic()
+        thread.start()
+        time.sleep(0.5)  # the long call is running
+        r = httpx.post(f"{url}/search", json={"query_list": ["what is BM25?"], "top_k": 1}, timeout=300,
+                       headers={"Authorization": "Bearer short-8e2"})
+        done["short"] = time.monotonic()
+        thread.join(300)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert r.status_code == 200 and r.json()["ret_ids"][0]
+    print(f"long call {done['long'] - start:.1f} s; the short search answered at {done['short'] - start:.1f} s")
+    assert done["short"] < done["long"], "the short search waited for the whole long call"

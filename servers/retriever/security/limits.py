@@ -24,6 +24,9 @@ CANCEL: ContextVar[threading.Event | None] = ContextVar("retriever_cancel", defa
 Report = Callable[[int, int, str], None]  # (done, total, what was just done)
 PROGRESS: ContextVar[Report | None] = ContextVar("retriever_progress", default=None)
 PROGRESS_EVERY = 0.5  # seconds between two progress notifications of one call (the last is always sent)
+# Work that may run between two chunks of a long call, on its thread (the deploy service serves
+# other callers' small searches there, so one caller's 4,000-query call does not hold them up).
+BETWEEN: ContextVar[Callable[[], None] | None] = ContextVar("retriever_between", default=None)
 
 
 def caller_progress() -> Report | None:
@@ -116,5 +119,7 @@ def chunked(search: Callable[[list[str]], list[T]], queries: Sequence[str], limi
     out: list[T] = []
     for start in range(0, len(queries), chunk):
         check_cancelled(start, len(queries))
+        if start and (between := BETWEEN.get()) is not None:
+            between()
         out.extend(search(list(queries[start : start + chunk])))
     return out

@@ -39,7 +39,7 @@ from ..api.registry import call
 from ..config import DeployConfig
 from ..search.results import as_queries, regroup
 from ..security.guard import CALLER, FROM_CLIENT
-from ..security.limits import CANCEL, check_limits
+from ..security.limits import BETWEEN, CANCEL, check_limits
 from ..types import Hit, Payload
 from .metrics import Metrics
 
@@ -90,6 +90,7 @@ class Batcher:
         self._wake = asyncio.Event()  # set while jobs wait
         self._arrived = asyncio.Event()  # set by each new job
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-service")
+        self._loop: asyncio.AbstractEventLoop | None = None  # the service's, once run() starts
 
     def depth(self) -> int:
         return len(self._jobs)
@@ -130,7 +131,7 @@ class Batcher:
 
     async def run(self) -> None:
         """The worker: one batch at a time, for as long as the service runs."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         ctx.run(FROM_CLIENT.set, True)  # the service's callers are clients: guard.py's checks apply
         last = 1  # requests in the last batch
@@ -152,16 +153,11 @@ class Batcher:
                 results = [e] * len(jobs)
             self.metrics.batch_seconds.observe(time.perf_counter() - start)
             for job, result in zip(jobs, results):
-                if job.future.done():
-                    continue
-                if result is None:  # a piece of a cut request: more to come, after the others' turn
+                if result is None and not job.future.done():  # a piece: more to come, after the others' turn
                     self._pieces.append(job)
                     self._wake.set()
                     continue
-                if isinstance(result, Exception):
-                    job.future.set_exception(result)
-                else:
-                    job.future.set_result(result)
+                _settle(job, result)
 
     async def _gather(self, last: int) -> None:
         """Under concurrent load (the last batch served `last` > 1 requests), wait up to
@@ -211,16 +207,55 @@ class Batcher:
         CALLER.set(jobs[0].caller)  # this thread's context is the batch's own (run: ctx.run per batch)
         if len(jobs) == 1:
             token = CANCEL.set(jobs[0].cancel)
+            # a whole call (one that cannot be cut into pieces): other callers go between its chunks
+            between = BETWEEN.set(self._between if jobs[0].key is None else None)
             try:
                 if jobs[0].key is not None and len(jobs[0].queries) > self.max_batch:
                     return [self._piece(jobs[0])]
                 return [call(self.engine, first)]
             finally:
+                BETWEEN.reset(between)
                 CANCEL.reset(token)
         merged = first.model_copy(update={"query_list": [q for j in jobs for q in j.queries]})
         hits = HITS[type(first)](self.engine, merged)
         return [hits_reply(self.engine, j.request, part)  # type: ignore[arg-type]
                 for j, part in zip(jobs, regroup(hits, [len(j.queries) for j in jobs]))]
+
+    def _between(self) -> None:
+        """Between two chunks of a whole call (a multi-query, a fan-out: requests that cannot be cut
+        into pieces), on the service thread: the small searches of other callers waiting now are
+        served, each in its own context, and answered at once."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            jobs = asyncio.run_coroutine_threadsafe(self._take_small(CALLER.get()), loop).result(timeout=5)
+        except Exception:  # noqa: BLE001 - the service is stopping: the call goes on alone
+            return
+        if not jobs:
+            return
+        try:
+            results = contextvars.copy_context().run(self._serve, jobs)
+        except Exception as e:  # noqa: BLE001 - the batch failed as a whole: its callers get the error
+            results = [e] * len(jobs)
+        for job, result in zip(jobs, results):
+            loop.call_soon_threadsafe(_settle, job, result)
+
+    async def _take_small(self, running: str) -> list[Job]:
+        """On the event loop: a batch of waiting searches that can be merged, of another caller than
+        `running`'s, within max_batch queries (none: [])."""
+        first = next((j for j in self._jobs if j.caller != running and j.key is not None
+                      and len(j.queries) <= self.max_batch), None)
+        if first is None:
+            return []
+        jobs, size = [first], len(first.queries)
+        self._jobs.remove(first)
+        for job in list(self._jobs):
+            if job.key == first.key and size + len(job.queries) <= self.max_batch:
+                self._jobs.remove(job)
+                jobs.append(job)
+                size += len(job.queries)
+        return jobs
 
     def _piece(self, job: Job) -> Payload | None:
         """The next `max_batch` queries of a cut request; its reply once the last is searched. The
@@ -241,3 +276,13 @@ class Batcher:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _settle(job: Job, result: Payload | Exception | None) -> None:
+    """A job's reply (or error) handed to its caller, unless it left."""
+    if job.future.done():
+        return
+    if isinstance(result, Exception):
+        job.future.set_exception(result)
+    else:
+        job.future.set_result(result)
