@@ -306,3 +306,28 @@ def test_clients_without_headers_cannot_starve_one_with_a_token(built_project: P
             for sock in held:
                 sock.close()
         server.stop()
+
+
+def test_one_token_s_calls_in_flight_are_bounded_and_another_token_is_served(built_project: Path,
+                                                                              tmp_path: Path) -> None:
+    """Per caller, at most limits.max_calls_per_caller MCP calls run at once: one token could start
+    calls without end while another token's waited for the workers."""
+    server = Server("serve", built_project, tmp_path, "limits.max_calls_per_caller=1")
+    queries = [f"a long call's query number {i}" for i in range(3000)]
+
+    async def run() -> tuple[Any, Any, Any]:
+        async with Client(f"{server.url}/mcp", auth=TOKEN_A, timeout=120) as a, \
+                Client(f"{server.url}/mcp", auth=TOKEN_B, timeout=120) as b:
+            long = asyncio.create_task(a.call_tool("retriever_search", {"query_list": queries, "top_k": 1}))
+            await asyncio.sleep(0.5)  # running
+            second = await a.call_tool("retriever_search", {"query_list": ["x"], "top_k": 1}, raise_on_error=False)
+            other = await b.call_tool("retriever_search", {"query_list": ["what is BM25?"], "top_k": 1})
+            return await long, second, other
+
+    try:
+        long, second, other = asyncio.run(run())
+    finally:
+        server.stop()
+    assert not long.is_error and len(json.loads(long.content[0].text)["ret_ids"]) == 3000  # large: text only
+    assert second.is_error and "limits.max_calls_per_caller" in second.content[0].text
+    assert not other.is_error and other.structured_content["ret_ids"][0]

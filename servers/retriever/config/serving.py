@@ -53,6 +53,8 @@ class LimitsConfig(Section):
     max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # the JSON of one call's arguments
     max_documents: int = Field(10000, ge=1)  # documents in one retriever_add
     max_ids: int = Field(1000, ge=1)  # distinct ids one get_document call reads (repeats collapsed first)
+    # MCP calls one caller (a bearer token over HTTP) may have running at once; one more is refused
+    max_calls_per_caller: int = Field(8, ge=1)
     max_chunks: int = Field(10000, ge=1)  # chunks one ingested document is cut into
     max_provider_requests: int = Field(1000, ge=1)  # web search requests one call sends (retries included)
     max_llm_requests: int = Field(1000, ge=1)  # LLM requests one call sends

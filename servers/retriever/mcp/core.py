@@ -9,12 +9,13 @@ stdio start imports no MCP framework."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -25,8 +26,8 @@ from ..api.models import Request, argument_problems, unreadable_json
 from ..api.registry import listed_input, selected
 from ..api.tool import Tool
 from ..api.ultrarag import adapt
-from ..errors import CancelledWork, RetrieverError
-from ..security.guard import FROM_CLIENT, for_client
+from ..errors import CancelledWork, LimitError, RetrieverError
+from ..security.guard import CALLER, FROM_CLIENT, for_client
 from ..security.limits import CANCEL, CHUNK, PROGRESS, Report
 
 if TYPE_CHECKING:
@@ -84,8 +85,41 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request,
     compute thread, where its encode and index search run (compute.py), instead of on a worker
     that hands them over and waits; a larger one on a worker, so other calls' chunks take turns
     with its own. `then(reply)`, if given, runs where the call ran (stdio writes the answer there,
-    without waking the event loop first) and its value is returned instead of the reply. `progress`:
-where the call's long work reports (the client asked with a progressToken; limits.caller_progress)."""
+        without waking the event loop first) and its value is returned instead of the reply. `progress`:
+    where the call's long work reports (the client asked with a progressToken; limits.caller_progress).
+    A caller has at most limits.max_calls_per_caller calls running."""
+    with _in_flight(engine.base_config.limits.max_calls_per_caller):
+        return await _serve_call(engine, tool, request, then, progress)
+
+
+@contextlib.contextmanager
+def _in_flight(limit: int) -> Iterator[None]:
+    """One more call of this caller (guard.CALLER: a bearer token over HTTP) running, within `limit`;
+    a caller that is not told apart (stdio, HTTP without tokens) is not counted."""
+    caller = CALLER.get()
+    if not caller:
+        yield
+        return
+    with _CALLS_LOCK:
+        if _CALLS.get(caller, 0) >= limit:
+            raise LimitError(f"this caller has {limit} calls running (limits.max_calls_per_caller); wait for one "
+                             "to finish")
+        _CALLS[caller] = _CALLS.get(caller, 0) + 1
+    try:
+        yield
+    finally:
+        with _CALLS_LOCK:
+            _CALLS[caller] -= 1
+            if not _CALLS[caller]:
+                del _CALLS[caller]
+
+
+_CALLS: dict[str, int] = {}  # caller -> its calls running
+_CALLS_LOCK = threading.Lock()
+
+
+async def _serve_call(engine: Retriever, tool: Tool, request: Request, then: Callable[[dict[str, Any]], T] | None,
+                      progress: Report | None) -> Any:
     if engine.ultrarag:
         request = adapt(request, engine.config.index_backend)
     if inspect.iscoroutinefunction(tool.call):
