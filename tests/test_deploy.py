@@ -518,3 +518,37 @@ def test_a_long_whole_call_lets_another_caller_s_search_through(built_project: P
     assert r.status_code == 200 and r.json()["ret_ids"][0]
     print(f"long call {done['long'] - start:.1f} s; the short search answered at {done['short'] - start:.1f} s")
     assert done["short"] < done["long"], "the short search waited for the whole long call"
+
+
+def test_a_million_value_filter_is_refused_while_another_caller_is_served(built_project: Path,
+                                                                         tmp_path: Path) -> None:
+    """A 1,000,000-value `in` filter (a 5 MB request) held a shared service for what extrapolated
+    to 20 minutes, another token getting 504s. Refused by filters.MAX_VALUES before any document is
+    read; another caller's searches are answered meanwhile."""
+    port = free_port()
+    log = tmp_path / "deploy.log"
+    proc = subprocess.Popen([str(BIN / "retriever"), "deploy", "--config", str(built_project), "--port", str(port)],
+                            stderr=log.open("w"), env={**os.environ, "RETRIEVER_HTTP_TOKENS": "big-3a7,small-9c4"})
+    url = f"http://127.0.0.1:{port}"
+    seconds: list[float] = []
+    try:
+        wait_http(f"{url}/readyz", proc, lambda: log.read_text()[-3000:])
+        values = [f"doc{i:07d}" for i in range(1_000_000)]
+        refused: list[httpx.Response] = []
+        big = threading.Thread(target=lambda: refused.append(httpx.post(
+            f"{url}/search", timeout=300, headers={"Authorization": "Bearer big-3a7"},
+            json={"query_list": ["x"], "filters": {"field": "id", "operator": "in", "value": values}})))
+        big.start()
+        while big.is_alive():
+            t = time.perf_counter()
+            r = httpx.post(f"{url}/search", json={"query_list": ["what is BM25?"], "top_k": 1}, timeout=60,
+                           headers={"Authorization": "Bearer small-9c4"})
+            assert r.status_code == 200
+            seconds.append(time.perf_counter() - t)
+        big.join()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert refused[0].status_code == 400 and "100000" in refused[0].text.replace(",", ""), refused[0].text[:300]
+    print(f"the other caller's {len(seconds)} searches meanwhile: at most {max(seconds, default=0):.2f} s")
+    assert max(seconds, default=0) < 1.0

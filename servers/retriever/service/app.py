@@ -171,9 +171,21 @@ def _answer(service: Service, route: str, handler: Handler) -> Handler:
     return endpoint
 
 
-async def _body(http: HTTPRequest) -> Any:
+INLINE_BODY = 64 * 1024  # bytes of a body read on the event loop; a larger one is read on a thread
+
+
+async def _request(http: HTTPRequest, model: type[Any]) -> Any:
+    """The body as `model`: a large body (a filter of 100,000 values is megabytes) is parsed and
+    validated on a thread, so other callers' requests go on meanwhile."""
+    body = await http.body()
+    if len(body) <= INLINE_BODY:
+        return model.model_validate(_json(body))
+    return await asyncio.to_thread(lambda: model.model_validate(_json(body)))
+
+
+def _json(body: bytes) -> Any:
     try:
-        return json.loads(await http.body())
+        return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise RetrieverError(f"the request body is not JSON: {e}") from None
     except (ValueError, RecursionError) as e:  # JSON that Python cannot hold: a 5,000-digit number, deep nesting
@@ -186,14 +198,14 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
     service = Service(engine)
 
     async def search(http: HTTPRequest) -> Response:
-        request = DeploySearchRequest.model_validate(await _body(http))
+        request = await _request(http, DeploySearchRequest)
         return await service.search(request.as_search(), http)
 
     async def tool(http: HTTPRequest) -> Response:
         name = http.path_params["name"]
         if name not in READ_TOOLS:
             return _error(404, f"no tool {name!r} here; the read-only tools are: {', '.join(READ_TOOLS)}")
-        return await service.search(READ_TOOLS[name].model_validate(await _body(http)), http)
+        return await service.search(await _request(http, READ_TOOLS[name]), http)
 
     async def healthz(http: HTTPRequest) -> Response:
         return JSONResponse({"status": "alive"})
