@@ -2,7 +2,10 @@
 words cut into 200-word chunks (8,056), ingested through the library after a small warm-up ingest
 (the model loaded). Prints the chunk count, the seconds and the peak RSS before and after.
 
-    .venv/bin/python bench/ingest_memory.py [--batch-size 32]
+    .venv/bin/python bench/ingest_memory.py [--batch-size 32] [--unbounded]
+
+`--unbounded` lifts embedders/exported.py's BATCH_TOKENS (batch_size rows whatever their width:
+the behaviour before it), for the figure to compare with.
 """
 
 from __future__ import annotations
@@ -25,7 +28,12 @@ def peak_mb() -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--unbounded", action="store_true")
     args = ap.parse_args()
+    if args.unbounded:
+        from retriever.embedders import exported
+
+        exported.BATCH_TOKENS = 1 << 30
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import engine_for, write_project
 
@@ -40,7 +48,8 @@ def main() -> None:
         e.ingest("warm", "a small warm-up text " * 50)
         before, start = peak_mb(), time.perf_counter()
         report = e.ingest("big", text)
-        print(f"{len(text) / 2**20:.1f} MiB, {len(report['ids'])} chunks, batch_size {args.batch_size}: "
+        print(f"{len(text) / 2**20:.1f} MiB, {len(report['ids'])} chunks, batch_size {args.batch_size}"
+              f"{', unbounded' if args.unbounded else ''}: "
               f"{time.perf_counter() - start:.1f} s, peak RSS {before} MB before, {peak_mb()} MB after")
 
 

@@ -258,7 +258,8 @@ def test_the_export_of_an_fp16_checkpoint_is_fp32(fp16_model: Path, cache: Path)
 
 def test_long_texts_go_in_fewer_rows_a_batch_with_the_same_vectors(cache: Path, passages: list[str]) -> None:
     """A batch holds at most BATCH_TOKENS tokens (rows x width): at 32 rows of 256 tokens an ingest
-    of 8,056 chunks peaked at 1,250 MB, at 8 rows 588 MB. Short texts still go batch_size at a time."""
+    of 8,056 chunks peaked at 870 MB, with the bound 592 MB (bench/ingest_memory.py). Short texts
+    still go batch_size at a time."""
     from retriever.embedders import exported
 
     e = build_embedder(config(cache, runtime="onnx"))  # exact widths: the vectors compare to 1e-5

@@ -20,7 +20,8 @@ class HTTPSecurity(Section):
     client_init: bool = False  # true: HTTP clients may call retriever_init with settings other than these
     header_timeout: float = Field(10.0, gt=0)  # seconds for a request's headers, from the connection or the last reply
     body_timeout: float = Field(30.0, gt=0)  # seconds for a request's whole body
-    max_connections: int = Field(512, ge=1)  # open at once; one more is closed as it comes (open files stay free)
+    # open at once; one more closes the connection waiting longest for its headers (open files stay free)
+    max_connections: int = Field(512, ge=1)
 
 
 class SecurityConfig(Section):

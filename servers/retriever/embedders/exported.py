@@ -166,8 +166,8 @@ class OpenVinoSession:
 
 # Tokens in one batch (rows x width): full batch_size for short texts, fewer rows for long ones.
 # The runtime's working memory follows the largest batch shape: 8,056 chunks of 256 tokens ingested
-# at 32 a batch peaked at 1,250 MB, with this bound 592 MB, in 88.1 s against 88.6 s (OpenVINO bf16
-# here; bench/ingest_memory.py).
+# at 32 a batch peaked at 870 MB in 84.7 s, with this bound at 592 MB in 78.0 s (OpenVINO bf16 here;
+# bench/ingest_memory.py --unbounded, then without).
 BATCH_TOKENS = 2048
 
 

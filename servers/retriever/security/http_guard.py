@@ -154,7 +154,8 @@ class HTTPGuard:
 
     def _too_large(self, limit: int) -> str:
         if limit < self.max_bytes:
-            return f"request body over {limit} bytes (the MCP SDK's bound for MCP over HTTP; limits.max_request_bytes is lower elsewhere)"
+            return (f"request body over {limit} bytes (the MCP SDK's bound for MCP over HTTP; "
+                    f"limits.max_request_bytes, {self.max_bytes}, holds on the other routes)")
         return f"request body over {limit} bytes (limits.max_request_bytes)"
 
     def _origin_ok(self, origin: str) -> bool:

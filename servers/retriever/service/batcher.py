@@ -234,8 +234,11 @@ class Batcher:
             return
         if not jobs:
             return
+        ctx = contextvars.copy_context()
+        ctx.run(CANCEL.set, None)  # not the long call's: its caller leaving does not stop these
+        ctx.run(BETWEEN.set, None)
         try:
-            results = contextvars.copy_context().run(self._serve, jobs)
+            results = ctx.run(self._serve, jobs)
         except Exception as e:  # noqa: BLE001 - the batch failed as a whole: its callers get the error
             results = [e] * len(jobs)
         for job, result in zip(jobs, results):
