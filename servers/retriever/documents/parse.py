@@ -138,9 +138,9 @@ def parse_pdf(data: bytes, name: str = "document.pdf", limits: LimitsConfig | No
         raise InvalidInputError(f"{name}: not a readable PDF ({type(e).__name__}: {e})") from None
     pages = _page_texts(data, name, limits, deadline)
     starts, offset = [], 0
-    for page in pages:
+    for text in pages:
         starts.append(offset)
-        offset += len(page) + 2
+        offset += len(text) + 2
     return Parsed("\n\n".join(pages), title, tuple(starts))
 
 

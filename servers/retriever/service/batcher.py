@@ -282,8 +282,8 @@ class Batcher:
 
 
 def _settle(job: Job, result: Payload | Exception | None) -> None:
-    """A job's reply (or error) handed to its caller, unless it left."""
-    if job.future.done():
+    """A job's reply (or error) handed to its caller, unless it left (or none came: a piece)."""
+    if job.future.done() or result is None:
         return
     if isinstance(result, Exception):
         job.future.set_exception(result)
