@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -10,16 +11,22 @@ from conftest import engine_for, write_project
 from retriever.errors import IndexMismatchError
 
 
-@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
-def test_bm25_returns_only_documents_that_share_a_term(tmp_path: Path, method: str) -> None:
-    """bm25l and bm25+ score every document above 0: a non-matching one must still not come back."""
-    config = write_project(tmp_path / "p", backend="bm25")
+def bm25_built(tmp_path: Path, method: str, corpus: Path | None = None) -> Any:
+    """An engine over `corpus` (default: the sample) with BM25 of `method` built."""
+    config = write_project(tmp_path / "p", *([corpus] if corpus else []), backend="bm25")
     cfg = yaml.safe_load(config.read_text())
     cfg["backend_configs"]["bm25"]["method"] = method
     config.write_text(yaml.safe_dump(cfg))
     e = engine_for(config)
     e.init()
     e.bm25_index(progress=False)
+    return e
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_bm25_returns_only_documents_that_share_a_term(tmp_path: Path, method: str) -> None:
+    """bm25l and bm25+ score every document above 0: a non-matching one must still not come back."""
+    e = bm25_built(tmp_path, method)
     hits = e.bm25_search(["photosynthesis", "zzzunknownword"], 10)
     assert hits[1] == [] and hits[0] and all("hotosynthesis" in h.text for h in hits[0])
     filtered = e.bm25_search("photosynthesis", 10, filters={"field": "id", "operator": "==", "value": "doc05"})
@@ -70,13 +77,7 @@ def test_a_query_of_unknown_words_finds_nothing_even_beside_a_document_with_no_w
     docs = [("digits", "0 1 1 0 1 0 0 1"), ("cat", "The cat sat on the mat and purred."),
             ("dog", "A dog barked at the mailman all morning.")]
     corpus.write_text("".join(f'{{"id": "{i}", "contents": "{t}"}}\n' for i, t in docs))
-    config = write_project(tmp_path / "p", corpus, backend="bm25")
-    cfg = yaml.safe_load(config.read_text())
-    cfg["backend_configs"]["bm25"]["method"] = method
-    config.write_text(yaml.safe_dump(cfg))
-    e = engine_for(config)
-    e.init()
-    e.bm25_index(progress=False)
+    e = bm25_built(tmp_path, method, corpus)
     e.add([{"id": "blank", "contents": "7 7 7"}, {"id": "owl", "contents": "An owl hooted."}])  # the delta too
     assert e.bm25_search(["zzzzqqq", "the", "cat", "owl"], 5) == [[], [], *e.bm25_search(["cat", "owl"], 5)]
     assert [h.id for h in e.bm25_search("cat", 5)[0]] == ["cat"] and [h.id for h in e.bm25_search("owl", 5)[0]] == ["owl"]

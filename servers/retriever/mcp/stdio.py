@@ -39,6 +39,7 @@ from ..errors import RetrieverError
 from ..security.limits import cancelled
 from . import definitions
 from .core import Gate, serve_call, tool_function
+from .eras import MODERN, modern_version, stamped, unsupported
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
@@ -46,10 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("retriever.mcp")
 
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # the initialize handshake's revisions
-MODERN = ("2026-07-28",)  # the stateless revisions: no handshake, server/discover, each request's _meta
-PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"  # the _meta key of a stateless request
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
-UNSUPPORTED_PROTOCOL_VERSION = -32022
 RESOURCE_NOT_FOUND = -32002  # MCP's code for resources/read of an unknown URI
 EMPTY = {"resources/list": "resources", "resources/templates/list": "resourceTemplates", "prompts/list": "prompts"}
 
@@ -120,15 +118,15 @@ class StdioServer:
         try:
             if not isinstance(params, dict):
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: params is an object")
-            modern = _modern(params)
+            modern = modern_version(params)
             if modern is not None and modern not in MODERN:
-                self.send(_unsupported(rid, modern))
+                self.send(unsupported(rid, modern))
                 return
             if method == "tools/call":
                 self._start(rid, params, modern is not None)
                 return
             result = self.answer(method, params)
-            self.send({"jsonrpc": "2.0", "id": rid, "result": _stamped(result, method) if modern else result})
+            self.send({"jsonrpc": "2.0", "id": rid, "result": stamped(result, method) if modern else result})
         except ProtocolError as e:
             self.send(_error(rid, e.code, str(e)))
 
@@ -191,7 +189,7 @@ class StdioServer:
         try:
             refused = await self.result(rid, name, arguments, token, modern)
             if refused is not None:
-                self.send({"jsonrpc": "2.0", "id": rid, "result": _stamped(refused, "tools/call") if modern else refused})
+                self.send({"jsonrpc": "2.0", "id": rid, "result": stamped(refused, "tools/call") if modern else refused})
         except asyncio.CancelledError:  # notifications/cancelled: the client expects no answer
             pass
         finally:
@@ -221,7 +219,7 @@ class StdioServer:
         if not cancelled():
             text, structured = reply(payload, tool.output_schema is not None)
             result = _tool_result(text, structured=structured)
-            self.send({"jsonrpc": "2.0", "id": rid, "result": _stamped(result, "tools/call") if modern else result})
+            self.send({"jsonrpc": "2.0", "id": rid, "result": stamped(result, "tools/call") if modern else result})
 
     def progress(self, token: str | int) -> Callable[[int, int, str], None]:
         """notifications/progress for `token`, written from the thread the call runs on."""
@@ -251,29 +249,6 @@ class StdioServer:
         for task in list(self.running.values()):  # the client is gone: its calls' work is dropped
             task.cancel()
         await asyncio.gather(*self.running.values(), return_exceptions=True)
-
-
-def _modern(params: dict[str, Any]) -> str | None:
-    """The protocol revision a stateless request names in its _meta (None: a handshake-era request)."""
-    meta = params.get("_meta")
-    version = meta.get(PROTOCOL_VERSION) if isinstance(meta, dict) else None
-    return version if isinstance(version, str) else None
-
-
-CACHEABLE = {"tools/list", "resources/list", "resources/templates/list", "prompts/list", "server/discover"}
-
-
-def _stamped(result: dict[str, Any], method: str) -> dict[str, Any]:
-    """A result as the stateless revision has it: `resultType`, and for lists and discover the
-    cache directives (never cached: the tools a configuration serves can change)."""
-    out = {**result, "resultType": "complete"}
-    return {**out, "ttlMs": 0, "cacheScope": "private"} if method in CACHEABLE else out
-
-
-def _unsupported(rid: Any, version: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "error": {
-        "code": UNSUPPORTED_PROTOCOL_VERSION, "message": f"Unsupported protocol version: {version[:40]}",
-        "data": {"supported": list(MODERN), "requested": version[:40]}}}
 
 
 def _valid_id(rid: Any) -> bool:

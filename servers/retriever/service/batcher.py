@@ -189,9 +189,13 @@ class Batcher:
         self._served[first.caller] = self._turn
         if len(self._served) > 4 * self.max_queue:  # callers long gone
             self._served = {c: t for c, t in self._served.items() if any(j.caller == c for j in self._jobs)}
-        jobs, size = [first], len(first.queries)
         if first.key is None or len(first.queries) > self.max_batch:
-            return jobs
+            return [first]
+        return self._with_its_key(first)
+
+    def _with_its_key(self, first: Job) -> list[Job]:
+        """`first` (off the queue already) and the waiting jobs of its key, within max_batch queries."""
+        jobs, size = [first], len(first.queries)
         for job in list(self._jobs):
             if job.key == first.key and size + len(job.queries) <= self.max_batch:
                 self._jobs.remove(job)
@@ -251,14 +255,8 @@ class Batcher:
                       and len(j.queries) <= self.max_batch), None)
         if first is None:
             return []
-        jobs, size = [first], len(first.queries)
         self._jobs.remove(first)
-        for job in list(self._jobs):
-            if job.key == first.key and size + len(job.queries) <= self.max_batch:
-                self._jobs.remove(job)
-                jobs.append(job)
-                size += len(job.queries)
-        return jobs
+        return self._with_its_key(first)
 
     def _piece(self, job: Job) -> Payload | None:
         """The next `max_batch` queries of a cut request; its reply once the last is searched. The
