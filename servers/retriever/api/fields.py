@@ -3,6 +3,7 @@ so an agent reading `tools/list` knows the meaning, default and range of what it
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -181,3 +182,17 @@ TripleIds = Annotated[list[str] | None, Field(
                 "a document's earlier triples are replaced.")]
 Description = Annotated[str | None, Field(
     description="What the collection's metadata holds (keys, values). Default: llm.collection_description.")]
+
+
+def non_finite(value: Any) -> str | None:
+    """Where in `value` (`[0].meta`, or '' for itself) a NaN or infinite float is; None where none is."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}") for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return None

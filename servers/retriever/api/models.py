@@ -4,7 +4,6 @@ build these models, and api/calls.py turns each into an engine call and a reply.
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any
 
@@ -79,6 +78,7 @@ from .fields import (
     WebBackend,
     WebConfigs,
     Window,
+    non_finite,
 )
 
 
@@ -99,20 +99,6 @@ class Request(BaseModel):
 
     def options(self, *names: str) -> dict[str, Any]:
         return {n: getattr(self, n) for n in names}
-
-
-def non_finite(value: Any) -> str | None:
-    """Where in `value` (`[0].meta`, or '' for itself) a NaN or infinite float is; None where none is."""
-    stack: list[tuple[Any, str]] = [(value, "")]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return where
-        if isinstance(item, dict):
-            stack.extend((v, f"{where}.{k}") for k, v in item.items())
-        elif isinstance(item, (list, tuple)):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
-    return None
 
 
 SCORES = ("score_threshold", "scale_score", "filters")  # the options of _Scores, as the engine takes them
