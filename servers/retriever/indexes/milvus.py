@@ -393,9 +393,8 @@ class MilvusStore(CollectionInfo):
         except RetrieverError:
             raise
         except Exception as e:
-            message, expr = str(e), kwargs.get("filter")
-            if expr:  # Milvus echoes an expression it cannot parse: a caller's filter values, not for the reply
-                message = message.replace(str(expr), "<the filter expression>")
+            # Milvus echoes an expression it cannot parse: a caller's filter values, not for the reply
+            message = str(e).replace(str(kwargs["filter"]), "<the filter expression>") if kwargs.get("filter") else str(e)
             raise MilvusError(
                 f"Milvus {op} on collection {self.collection!r} at {_display(self.uri)} failed: {message}"
             ) from e
