@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import yaml
 from conftest import MCP
 from embedding_servers import FakeServer
 from fake_web import FakeProvider, start, stop
+from json_server import JsonServer
 from retriever import Retriever
 from retriever.api.ultrarag import ultrarag_overrides
 from retriever.config import load_config, validate_config
@@ -136,34 +135,13 @@ def test_a_web_url_from_a_call_gets_the_key_from_that_call(project: Path, monkey
         stop(fake)
 
 
-class Recorder:
+class Recorder(JsonServer):
     """A deployed retriever's stand-in on 127.0.0.1: records each request's Authorization header."""
 
     def __init__(self) -> None:
         self.auth: list[str | None] = []
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                recorder.auth.append(self.headers.get("Authorization"))
-                data = json.dumps({"ret_psg": [["p"] for _ in body["query_list"]]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(lambda body, headers: self.auth.append(headers.get("Authorization"))
+                         or {"ret_psg": [["p"] for _ in body["query_list"]]})
 
 
 def test_a_deploy_url_from_a_call_gets_no_operator_token(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from conftest import copy_built, engine_for
 from embedding_servers import InfinityServer, free_port, infinity_venv
+from json_server import JsonServer
 from retriever.errors import ForbiddenError
 from retriever.search import rerank
 from retriever.security.guard import FROM_CLIENT
@@ -168,43 +169,11 @@ def test_the_reply_carries_the_warning(reranking: Any) -> None:
     assert len(out["warnings"]) == 1 and "retrieval order kept" in out["warnings"][0]
 
 
-class CountingReranker:
-    """A local server in Cohere's /rerank wire format that counts the requests it gets (and can
-    take `delay` seconds over each): the client's side of the budget and of a cancel."""
-
-    def __init__(self, delay: float = 0.0) -> None:
-        import json
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        self.times: list[float] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                import time
-
-                outer.times.append(time.monotonic())
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                time.sleep(delay)
-                results = [{"index": i, "relevance_score": len(t) / 1000} for i, t in enumerate(body["documents"])]
-                data = json.dumps({"results": results}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def CountingReranker(delay: float = 0.0) -> JsonServer:  # noqa: N802 - it stands for a server
+    """A local server in Cohere's /rerank wire format (its `times`: when each request came): the
+    client's side of the budget and of a cancel."""
+    return JsonServer(lambda body, _: {"results": [{"index": i, "relevance_score": len(t) / 1000}
+                                                   for i, t in enumerate(body["documents"])]}, delay)
 
 
 def test_a_call_sends_at_most_max_requests_to_the_rerank_server(reranking: Any) -> None:
