@@ -457,8 +457,8 @@ def test_callers_take_turns_and_none_fills_the_queue_alone(built_project: Path) 
     import asyncio
 
     from retriever.api.models import BM25SearchRequest
+    from retriever.compute import CALLER
     from retriever.config import DeployConfig
-    from retriever.security.guard import CALLER
     from retriever.service.batcher import Batcher, QueueFull
     from retriever.service.metrics import Metrics
 

@@ -331,3 +331,34 @@ def test_one_token_s_calls_in_flight_are_bounded_and_another_token_is_served(bui
     assert not long.is_error and len(json.loads(long.content[0].text)["ret_ids"]) == 3000  # large: text only
     assert second.is_error and "limits.max_calls_per_caller" in second.content[0].text
     assert not other.is_error and other.structured_content["ret_ids"][0]
+
+
+def test_callers_take_turns_for_the_compute_thread_over_mcp(built_project: Path, tmp_path: Path) -> None:
+    """MCP over HTTP: one token's eight searches of 128 queries each, all waiting for the compute
+    thread, and then another token's one-query search: that search is served in the next turn, not
+    after the eight (compute.Turns). Planted (one queue for every caller): it finished after all 8,
+    and the test failed."""
+    server = Server("serve", built_project, tmp_path)
+
+    async def run() -> tuple[list[float], float]:
+        async with Client(f"{server.url}/mcp", auth=TOKEN_A, timeout=120) as a, \
+                Client(f"{server.url}/mcp", auth=TOKEN_B, timeout=120) as b:
+            await b.call_tool("retriever_search", {"query_list": ["warm"], "top_k": 1})  # the model loaded
+
+            async def one(client: Client, queries: list[str]) -> float:
+                result = await client.call_tool("retriever_search", {"query_list": queries, "top_k": 3})
+                assert not result.is_error, result.content[0].text
+                return time.perf_counter()
+
+            many = [asyncio.create_task(one(a, [f"call {c}, the query number {i} about ranking" for i in range(128)]))
+                    for c in range(8)]
+            await asyncio.sleep(0.3)  # the eight queued for the compute thread
+            mine = await one(b, ["what is BM25?"])
+            return list(await asyncio.gather(*many)), mine
+
+    try:
+        theirs, mine = asyncio.run(run())
+    finally:
+        server.stop()
+    after = sum(t > mine for t in theirs)
+    assert after >= 4, f"the other token's search finished after {8 - after} of the 8 searches queued before it"

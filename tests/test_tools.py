@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -251,3 +252,38 @@ def test_a_whole_call_waiting_on_a_worker_that_needs_the_compute_thread_does_not
     assert done == ["model loaded", "warm-up encoded"], "the worker waits behind the call that waits for it"
     assert call.result(timeout=30) == "searched"
     assert compute.on_compute_thread(threading.current_thread).name.startswith("retriever-compute")  # still in service
+
+
+def test_callers_take_turns_on_the_compute_thread() -> None:
+    """Work waits in one queue per caller (compute.CALLER) and the compute thread serves the
+    queues in turn: a caller's sixth piece of work queued before another caller's first does not
+    run before it. Planted (one queue for every caller, first come first served): the test failed."""
+    import contextvars
+    import threading
+
+    from retriever import compute
+
+    turns = compute.Turns("retriever-compute-test")
+    started, held, order = threading.Event(), threading.Event(), []
+
+    def as_caller(caller: str, fn: Any) -> Any:
+        ctx = contextvars.copy_context()
+        ctx.run(compute.CALLER.set, caller)
+        return ctx.run(turns.submit, fn)
+
+    first = as_caller("a", lambda: started.set() or held.wait(30))  # holds the thread while the queues fill
+    assert started.wait(30)
+    done = [as_caller("a", lambda i=i: order.append(f"a{i}")) for i in range(5)]
+    done.append(as_caller("b", lambda: order.append("b")))
+    done.append(as_caller("", lambda: order.append("-")))  # the one caller of stdio and the library
+    assert turns.waiting() == {"a": 5, "b": 1, "": 1}
+    held.set()
+    for future in (first, *done):
+        future.result(timeout=30)
+    assert order == ["a0", "b", "-", "a1", "a2", "a3", "a4"]
+    cancelled = as_caller("a", lambda: order.append("never"))  # taken back before it started
+    blocker = as_caller("a", lambda: None)
+    assert cancelled.cancel() or cancelled.done()
+    blocker.result(timeout=30)
+    assert "never" not in order
+    turns.shutdown()

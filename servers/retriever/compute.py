@@ -12,24 +12,107 @@ lock that a worker holds while that worker waits for this thread (the agent's fi
 its collection, hybrid's calibration): a worker whose work has not started after `PATIENCE`
 while a whole call holds the thread takes its work back and runs it itself, so neither waits
 forever.
+
+Callers take turns here: work waits in one queue per caller (`CALLER`, set by the HTTP guard to a
+digest of the bearer token) and the thread serves the queues in turn, one piece of work each. A
+caller with eight calls running, or one long call cut into chunks of queries, gets every other
+turn at most while another caller's work waits, not eight turns in a row.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
-from typing import Generic, TypeVar
+from contextvars import ContextVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 _NAME = "retriever-compute"
-_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=_NAME)
-_holding = threading.Event()  # set while a whole call runs on the compute thread
+# Who is calling, where a server tells callers apart (security/http_guard.py: a digest of the bearer
+# token, never the token); "" for one caller (stdio, the library, HTTP without tokens). The compute
+# thread serves callers in turn; state learnt from traffic (the hybrid query gate) is kept per caller.
+CALLER: ContextVar[str] = ContextVar("retriever_caller", default="")
 PATIENCE = 0.1  # seconds a worker waits behind a whole call before it runs its work itself
 
 
-def executor() -> ThreadPoolExecutor:
+class Turns(Executor):
+    """One thread, one queue of work per caller (`CALLER` where the work is submitted); the thread
+    takes the oldest work of the caller whose turn it is, then that caller goes to the back."""
+
+    def __init__(self, name: str = _NAME) -> None:
+        self._name = name
+        self._cond = threading.Condition()
+        self._queues: dict[str, deque[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]]] = {}
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        work = (lambda: fn(*args, **kwargs)) if kwargs else fn
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the compute thread has stopped (the interpreter is exiting)")
+            self._queues.setdefault(CALLER.get(), deque()).append((future, work, args if not kwargs else ()))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return future
+
+    def waiting(self) -> dict[str, int]:
+        """Each caller's work not yet started."""
+        with self._cond:
+            return {caller: len(q) for caller, q in self._queues.items()}
+
+    def _next(self) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._queues or self._closed)
+            if not self._queues:
+                return None
+            caller, queue = next(iter(self._queues.items()))
+            work = queue.popleft()
+            del self._queues[caller]
+            if queue:  # to the back: every other caller with work waiting goes first
+                self._queues[caller] = queue
+            return work
+
+    def _serve(self) -> None:
+        while (work := self._next()) is not None:
+            future, fn, args = work
+            if not future.set_running_or_notify_cancel():  # taken back by its caller (Pending.result)
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as e:  # as ThreadPoolExecutor: result() raises it
+                future.set_exception(e)
+            else:
+                future.set_result(result)
+            del work, future, fn, args  # no reference kept to a result while waiting for the next
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._cond:
+            self._closed = True
+            if cancel_futures:
+                for queue in self._queues.values():
+                    for future, _, _ in queue:
+                        future.cancel()
+                self._queues.clear()
+            self._cond.notify_all()
+            thread = self._thread
+        if wait and thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+
+_executor = Turns()
+_holding = threading.Event()  # set while a whole call runs on the compute thread
+# as concurrent.futures' own executors: the work queued finishes before the interpreter exits
+getattr(threading, "_register_atexit", lambda f: None)(_executor.shutdown)
+
+
+def executor() -> Turns:
     """The compute thread's executor (for `loop.run_in_executor`)."""
     return _executor
 

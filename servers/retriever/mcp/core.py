@@ -26,8 +26,9 @@ from ..api.models import Request, argument_problems, unreadable_json
 from ..api.registry import listed_input, selected
 from ..api.tool import Tool
 from ..api.ultrarag import adapt
+from ..compute import CALLER
 from ..errors import CancelledWork, LimitError, RetrieverError
-from ..security.guard import CALLER, FROM_CLIENT, for_client
+from ..security.guard import FROM_CLIENT, for_client
 from ..security.limits import CANCEL, CHUNK, PROGRESS, Report
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request,
 
 @contextlib.contextmanager
 def _in_flight(limit: int) -> Iterator[None]:
-    """One more call of this caller (guard.CALLER: a bearer token over HTTP) running, within `limit`;
+    """One more call of this caller (compute.CALLER: a bearer token over HTTP) running, within `limit`;
     a caller that is not told apart (stdio, HTTP without tokens) is not counted."""
     caller = CALLER.get()
     if not caller:

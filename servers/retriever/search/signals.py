@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..security.guard import CALLER
+from ..compute import CALLER
 from ..types import Hit
 
 CROSS_TAU = 0.03  # the cosine gap at which BM25's prior reaches zero
@@ -121,7 +121,7 @@ MAX_GATES = 1024  # (collection, caller) pairs kept; the least recently used goe
 
 
 def gate_for(collection: str) -> QueryGate:
-    """The query gate of a collection (by a key naming it) for this caller (guard.CALLER: one
+    """The query gate of a collection (by a key naming it) for this caller (compute.CALLER: one
     caller's queries cannot open the gate for another's), made on its first hybrid query."""
     key = (collection, CALLER.get())
     with _GATES_LOCK:

@@ -25,10 +25,6 @@ log = logging.getLogger(__name__)
 # Set by the layers that serve clients (the MCP tools) for the duration of a call: the checks
 # below apply to it. The Python API and the command line are the operator's, and trusted.
 FROM_CLIENT: ContextVar[bool] = ContextVar("retriever_from_client", default=False)
-# Who is calling, where a server tells callers apart (the HTTP guard: a digest of the bearer token,
-# never the token); "" for one caller (stdio, the library, HTTP without tokens). State learnt from
-# traffic (the hybrid query gate) is kept per caller, so one caller cannot steer another's results.
-CALLER: ContextVar[str] = ContextVar("retriever_caller", default="")
 
 # Where requests go -> the credential sent with them (dotted keys of Config). retriever_url and
 # its remote.token: search/deployed.py (retriever_deploy_search reads the operator's config only).

@@ -26,9 +26,9 @@ from typing import Any
 
 from starlette.middleware import Middleware
 
+from ..compute import CALLER
 from ..config import Config
 from ..errors import ConfigError
-from .guard import CALLER
 
 log = logging.getLogger(__name__)
 Scope = MutableMapping[str, Any]

@@ -36,9 +36,10 @@ from ..api.calls import hits_reply
 from ..api.hits import HITS
 from ..api.models import BM25SearchRequest, Request
 from ..api.registry import call
+from ..compute import CALLER
 from ..config import DeployConfig
 from ..search.results import as_queries, regroup
-from ..security.guard import CALLER, FROM_CLIENT
+from ..security.guard import FROM_CLIENT
 from ..security.limits import BETWEEN, CANCEL, check_limits
 from ..types import Hit, Payload
 from .metrics import Metrics
@@ -61,7 +62,7 @@ class Job:
     queries: list[str]
     future: asyncio.Future[Payload] = field(repr=False)
     cancel: threading.Event = field(default_factory=threading.Event, repr=False)  # set when its caller left
-    caller: str = ""  # guard.CALLER of the request: what it searches runs as that caller
+    caller: str = ""  # compute.CALLER of the request: what it searches runs as that caller
     done: int = 0  # a request cut into pieces: queries searched so far
     hits: list[list[Hit]] = field(default_factory=list, repr=False)  # and their hits
 
