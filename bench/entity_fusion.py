@@ -25,6 +25,7 @@ bench/out/issue32/; candidates are fused from them with the server's own fusion 
 from __future__ import annotations
 
 import argparse
+import contextvars
 import json
 import pickle
 import re
@@ -81,8 +82,9 @@ def materialise(name: str) -> tuple[Path, Path, Path]:
     return folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels.tsv"
 
 
-def engine_for(name: str, **more: Any) -> Any:
-    """The set's engine with dense, BM25 and sparse indexes (built once, under bench/out/issue32/)."""
+def engine_for(name: str, with_sparse: bool = True, **more: Any) -> Any:
+    """The set's engine with dense, BM25 and (`with_sparse`) sparse indexes (built once, under
+    bench/out/issue32/)."""
     from retriever.config import load_config
     from retriever.engine.retriever import Retriever
 
@@ -103,7 +105,7 @@ def engine_for(name: str, **more: Any) -> Any:
         timings["dense_build_s"] = time.perf_counter() - t
     if engine.bm25 is None:
         engine.bm25_index(progress=False)
-    if name not in NO_SPARSE and not (index / "sparse" / "manifest.json").exists():
+    if with_sparse and name not in NO_SPARSE and not (index / "sparse" / "manifest.json").exists():
         t = time.perf_counter()
         engine.sparse_index()
         timings["sparse_build_s"] = time.perf_counter() - t
@@ -341,17 +343,28 @@ def end_to_end(name: str, variants: tuple[str, ...] = ("off", "fused", "instead_
                          ("SPLADE-tiny instead of BM25 (sparse.hybrid: instead_of_bm25)", "instead_of_bm25")):
         if where not in variants:
             continue
-        engine = engine_for(name, sparse={"model_name_or_path": str(SPLADE), "hybrid": where,
+        engine = engine_for(name, where != "off", sparse={"model_name_or_path": str(SPLADE), "hybrid": where,
                                           "save_path": str(OUT / "scifact" / "index" / "sparse")})
         engine.hybrid_search(qtexts[:5], top_k=100)  # warm
-        signals.forget_gates()  # the query gate starts empty, as in a fresh server
-        t = time.perf_counter()
-        found = engine.hybrid_search(qtexts, top_k=100)
-        ms = (time.perf_counter() - t) * 1000 / len(qtexts)
-        m = evaluate({q: [(h.id, h.score) for h in hits] for q, hits in zip(qids, found)},
-                     {q: qrels[q] for q in qids})
-        lines.append(f"| {label} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} | {ms:.1f} |")
+        callers = [("", label)]
+        if where == "off":  # the gate is kept per caller (compute.CALLER: a token's digest over HTTP)
+            callers.append(("a-token-digest", label + ", as one token's caller over HTTP (its own query gate)"))
+        for caller, row in callers:
+            signals.forget_gates()  # the query gate starts empty, as in a fresh server
+            t = time.perf_counter()
+            found = contextvars.copy_context().run(_as_caller, caller, engine, qtexts)
+            ms = (time.perf_counter() - t) * 1000 / len(qtexts)
+            m = evaluate({q: [(h.id, h.score) for h in hits] for q, hits in zip(qids, found)},
+                         {q: qrels[q] for q in qids})
+            lines.append(f"| {row} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} | {ms:.1f} |")
     return lines
+
+
+def _as_caller(caller: str, engine: Any, queries: list[str]) -> Any:
+    from retriever.compute import CALLER
+
+    CALLER.set(caller)
+    return engine.hybrid_search(queries, top_k=100)
 
 
 def main() -> None:

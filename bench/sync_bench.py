@@ -135,13 +135,81 @@ def rows(name: str, r: dict[str, Any]) -> list[str]:
     return out
 
 
+def our_parse(docs: Path) -> dict[str, Any]:
+    """The sync's parse stage alone: every file through sources.formats.parse_path, as sync does
+    (read, decompress, decode, parse), in this process; the second pass timed (imports warm)."""
+    from retriever.errors import RetrieverError
+    from retriever.sources.formats import parse_path
+
+    files = sorted(p for p in docs.rglob("*") if p.is_file())
+    for _ in range(2):
+        failed, t = 0, time.perf_counter()
+        for f in files:
+            try:
+                parse_path(f, None, str(f.relative_to(docs)))
+            except RetrieverError:
+                failed += 1
+        seconds = time.perf_counter() - t
+    return {"files": len(files), "failed": failed, "seconds": seconds}
+
+
+def parse_only(args: argparse.Namespace) -> None:
+    """--parse-only: the parse stage of each side, in turn, `--rounds` times (medians), with
+    LlamaIndex's file readers installed (llama-index-readers-file: PDF, DOCX, PPTX, XLSX, EPUB; the
+    package SimpleDirectoryReader's own warning names) -> section `sync-parse`."""
+    import statistics
+
+    docs = args.out / "docs"
+    n = make_corpus(docs, args.files, args.real)
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "llamaindex": [], "ultrarag": []}
+    for _ in range(args.rounds):
+        runs["ours"].append(our_parse(docs))
+        runs["llamaindex"].append(peer(args.peer, docs, args.out / "peer-parse-store", "parse"))
+        runs["ultrarag"].append(ultrarag(docs, args.out / "ultrarag-parse.jsonl"))
+    cpu = sorted({f for f in open("/proc/cpuinfo").read().split() if f in ("avx2", "avx512_bf16", "avx512_vnni",
+                                                                             "amx_bf16")})
+
+    def median(side: str) -> float | None:
+        got = [r["seconds"]["parse"] if side == "llamaindex" else r["seconds"] for r in runs[side] if "error" not in r]
+        return statistics.median(got) if got else None
+
+    ours_s, li_s, ur_s = median("ours"), median("llamaindex"), median("ultrarag")
+    assert ours_s is not None
+    lines = ["## The parse stage alone, each side's own readers (bench/sync_bench.py --parse-only)", "",
+             f"{n} files (the folder of section `sync`), on {platform.machine()} with {os.cpu_count()} cores "
+             f"({', '.join(cpu)}); each side in turn, {args.rounds} rounds, medians (the machine is shared: compare the "
+             "ratios of one run).", "",
+             "| side | what it reads | parse s (median) | against ours |", "|---|---|---|---|",
+             f"| ours (`sources.formats.parse_path`, what sync runs) | every file: {runs['ours'][0]['files']} "
+             f"({runs['ours'][0]['failed']} refused, each named) | {ours_s:.2f} | 1.00 |"]
+    li = runs["llamaindex"][0]
+    if li_s is not None:
+        lines.append(f"| LlamaIndex SimpleDirectoryReader ({li.get('file_readers')}) | {li['files']} files, "
+                     f"{li['documents']} documents (.gz as compressed bytes; HTML and Markdown as plain text) | "
+                     f"{li_s:.2f} | {li_s / ours_s:.2f}x |")
+    else:
+        lines.append(f"| LlamaIndex | did not run: {li['error'].strip().splitlines()[-1]} | - | - |")
+    ur = runs["ultrarag"][0]
+    if ur_s is not None:
+        lines.append(f"| UltraRAG `build_text_corpus` | {ur['files']} files, {ur['records']} records (.txt, .md, "
+                     f".pdf, .epub, .docx ...; the rest named unsupported; one cold pass per round) | {ur_s:.2f} | {ur_s / ours_s:.2f}x |")
+    body = "\n".join(lines) + "\n"
+    write_section("sync-parse", body)
+    print(body)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--parse-only", action="store_true", help="the parse stage of each side alone (section sync-parse)")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--files", type=int, default=1200)
     ap.add_argument("--real", type=int, default=10)
     ap.add_argument("--peer", default=str(ROOT / ".cache" / "bench-venv" / "bin" / "python"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "sync")
     args = ap.parse_args()
+    if args.parse_only:
+        parse_only(args)
+        return
     docs = args.out / "docs"
     n = make_corpus(docs, args.files, args.real)
     print(f"{n} files in {docs}", file=sys.stderr)
