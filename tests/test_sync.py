@@ -448,3 +448,35 @@ def test_a_cancelled_sync_stops_between_files_and_the_next_one_finishes_the_job(
     # skipped what was committed and did the rest
     assert 0 < report["unchanged"] < n and report["unchanged"] + report["new"] == n, report
     assert report["documents"] == n and report["failed"] == 0, report  # one chunk per note, each once
+
+
+def test_the_official_sdks_client_hears_progress_while_one_large_file_is_ingested(tmp_path: Path) -> None:
+    """ingest_document of one file with a progressToken: the official MCP SDK's client (2.x), over
+    stdio, gets notifications/progress while its chunks are embedded (per PIECE embedding batches,
+    at most every PROGRESS_EVERY seconds, the last always): growing, the last equal to the total,
+    the total the chunks the reply names."""
+    from mcp.client.client import Client as SDKClient
+    from mcp.client.stdio import StdioServerParameters
+
+    root = tmp_path / "p"
+    config = write_project(root, corpus="", corpus_path=None, batch_size=2,  # a piece: 2 x PIECE chunks
+                           index_backend_configs={"faiss": {"index_path": "out/faiss"}})
+    words = " ".join(f"ledger{i % 97} entry{i}" for i in range(100 * 200))  # about 300 chunks
+    (root / "ledger.md").write_text(f"# Ledger\n\n{words}\n")
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def heard(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async def run() -> Any:
+        params = StdioServerParameters(command=str(BIN / "retriever"), args=["serve", "--config", str(config)])
+        async with SDKClient(params) as client:
+            return await client.call_tool("ingest_document", {"path": "ledger.md"}, progress_callback=heard)
+
+    out = asyncio.run(run())
+    assert not out.is_error, out.content
+    chunks = len(out.structured_content["ids"])
+    assert chunks >= 100 and len(seen) >= 2, (chunks, seen)
+    assert seen[-1][:2] == (chunks, chunks) and all(t == chunks for _, t, _ in seen), seen
+    assert [p for p, _, _ in seen] == sorted({p for p, _, _ in seen}), seen  # each report further on
+    assert all(m == "chunks embedded" for _, _, m in seen)

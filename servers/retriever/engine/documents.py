@@ -17,6 +17,7 @@ from ..filters import parse as parse_filter
 from ..indexes import DocumentStore, View
 from ..indexes.milvus_sparse import RECORD as SPARSE_RECORD
 from ..search import BM25, Dense, Hybrid, Ranker, learned_sparse, run, stored
+from ..security.limits import caller_progress
 from ..session import Session, bm25_manifest, build_bm25
 from ..store.catalog import remember_corpus
 from ..store.persist import read_manifest
@@ -57,11 +58,29 @@ class Documents(Protocol):
         ...
 
 
+PIECE = 8  # embedding batches per progress step: a server's 8 requests in flight, the local model's sorted pieces
+
+
+def embedded(s: Session, texts: list[str]) -> np.ndarray:
+    """The passages' vectors. A caller who asked for progress (an MCP progressToken:
+    limits.caller_progress) hears of them PIECE embedding batches at a time (done, total: chunks
+    embedded), at most every PROGRESS_EVERY seconds, the last always."""
+    assert s.embedder is not None
+    report = caller_progress()
+    if report is None:
+        return s.embedder.encode_passages(texts)
+    step, parts = s.config.batch_size * PIECE, []
+    for start in range(0, len(texts), step):
+        parts.append(s.embedder.encode_passages(texts[start : start + step]))
+        report(min(start + step, len(texts)), len(texts), "chunks embedded")
+    return np.concatenate(parts) if parts else s.embedder.encode_passages(texts)
+
+
 class Local:
     """The corpus file and the change log hold the documents; the indexes follow the log (changes.py)."""
 
     def add(self, s: Session, docs: Sequence[Document], progress: bool) -> tuple[Session, Report]:
-        vectors = s.embedder.encode_passages([d.text for d in docs]) if s.embedder is not None else None
+        vectors = embedded(s, [d.text for d in docs]) if s.embedder is not None else None
         replaced = sum(d.id in s.collection.row_of for d in docs)
         model = s.embedder.model_id if s.embedder is not None else None
         nxt = changes.commit(s, s.collection.with_added(docs, vectors, model), progress)
@@ -116,7 +135,7 @@ class Held:
         if s.embedder is None:
             raise NotYetSupportedError("the index backend holds the documents and their vectors: use an embedding "
                                        "backend, not 'bm25'")
-        vectors = s.embedder.encode_passages([d.text for d in docs])
+        vectors = embedded(s, [d.text for d in docs])
         view = View(s.config, s.collection, s.embedder, learned_sparse.encoder_of(s.config))
         index, replaced = self.store.upsert(view, s.dense, docs, vectors)
         return replace(s, dense=index), {"added": len(docs) - replaced, "replaced": replaced, "documents": len(index)}
