@@ -15,7 +15,7 @@ from ..search.rankers import MODES
 from ..search.results import as_queries
 from ..types import Payload
 from . import calls, resources
-from .fields import Filters
+from .fields import Filters, MetadataMap
 from .models import SEARCH_REQUESTS, Request
 from .models import AddRequest as ClassicAdd
 from .replies import AGENT_MORE, budgeted
@@ -157,7 +157,7 @@ class IngestRequest(Request):
     format: Annotated[Literal["text", "markdown", "html"], Field(description="How to read text.")] = "text"
     path: Annotated[str | None, Field(description="A file inside the folders the server allows.")] = None
     source_id: Annotated[str | None, Field(description="The document's id (default with a path: the path as given).")] = None
-    metadata: Annotated[dict[str, Any] | None, Field(description="Fields kept on every chunk.")] = None
+    metadata: Annotated[MetadataMap | None, Field(description="Fields kept on every chunk.")] = None
 
 
 def ingest_document(engine: Retriever, r: IngestRequest) -> Payload:

@@ -6,9 +6,64 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, with_config
+from typing_extensions import TypedDict
 
+from ..filters import COMPARISONS, LOGIC
 from ..search.rankers import MODES
+
+# ---- typed JSON where the server takes free-form objects (strict-mode-friendly schemas) ---------
+
+SCALAR = {"type": ["string", "number", "boolean", "null"]}
+# A metadata value: a scalar, a list of scalars (filters' `in` and `==` compare those), or an object
+# (filters reach into it with dots: meta.a.b); a list of lists or of objects is refused.
+META_VALUE = {"type": [*SCALAR["type"], "array", "object"], "items": SCALAR}
+
+
+def _meta_value(value: Any) -> Any:
+    if isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value):
+        raise ValueError("a metadata list holds strings, numbers, booleans or nulls (a filter compares those), "
+                         "not lists or objects; use an object (filters reach into it: meta.<key>.<subkey>)")
+    return value
+
+
+MetaValue = Annotated[Any, AfterValidator(_meta_value), WithJsonSchema(META_VALUE)]
+MetadataMap = dict[str, MetaValue]
+
+
+def _document(doc: dict[str, Any]) -> dict[str, Any]:
+    """A document's `metadata` object holds metadata values too (its fields are the document's)."""
+    meta = doc.get("metadata")
+    if isinstance(meta, dict):
+        for value in meta.values():
+            _meta_value(value)
+    return doc
+
+
+# `metadata` (an object) is a metadata value too: its own values are checked as the document's (_document)
+DOCUMENT = {"type": "object", "properties": {"id": {"type": ["string", "integer"]}, "contents": {"type": "string"}},
+            "additionalProperties": META_VALUE}
+Document = Annotated[MetadataMap, AfterValidator(_document), WithJsonSchema(DOCUMENT)]
+
+
+CLOSED = ConfigDict(extra="forbid")  # a filter has exactly its shape's keys (filters.parse refuses others)
+
+
+@with_config(CLOSED)
+class Comparison(TypedDict):  # a filter's comparison (filters.py), as listed; filters.parse checks it
+    field: str
+    operator: Literal[COMPARISONS]  # type: ignore[valid-type]
+    value: Annotated[Any, WithJsonSchema({**META_VALUE, "type": [*SCALAR["type"], "array"]})]
+
+
+@with_config(CLOSED)
+class Logic(TypedDict):
+    operator: Literal[LOGIC]  # type: ignore[valid-type]
+    conditions: list[Comparison | Logic]
+
+
+# Validated as any object (filters.parse names a malformed filter's problem); listed with its shape.
+Filter = Annotated[dict[str, Any], BeforeValidator(lambda v: v, json_schema_input_type=Comparison | Logic)]
 
 Queries = Annotated[list[str] | str, Field(
     description="One query, or a list of queries; the reply has one list of hits per query, in order.")]
@@ -26,10 +81,9 @@ ScoreThreshold = Annotated[Annotated[float, Field(allow_inf_nan=False)] | None, 
 ScaleScore = Annotated[bool, Field(
     description="Map scores to 0..1 (dense cosine: (s+1)/2; BM25: expit(s/8); adaptive fusion: (s+1)/2; rrf and "
     "convex fusion: divided by the best possible score). Default: false.")]
-Filters = Annotated[dict[str, Any] | None, Field(
-    description="Only documents matching this filter: {'field': 'meta.<key>' or 'id', 'operator': one of ==, !=, "
-    ">, >=, <, <=, in, not in, 'value': ...}, or {'operator': 'AND'|'OR'|'NOT', 'conditions': [...]}. A missing "
-    "field does not match. Default: none.")]
+Filters = Annotated[Filter | None, Field(
+    description="Only documents matching this filter (a field is 'meta.<key>' or 'id'; a missing one does not match). "
+    "Default: none.")]
 ReturnText = Annotated[bool, Field(
     description="Include the passages (ret_psg). false: ids and scores only, a much smaller reply. Default: true.")]
 ReturnMetadata = Annotated[bool, Field(
@@ -67,7 +121,7 @@ EmbeddingPath = Annotated[str | None, Field(
     "server allows). Default: the collection's embedding_path.")]
 IndexPath = Annotated[str | None, Field(
     description="The FAISS index folder (same rules as embedding_path). Default: the collection's index_path.")]
-Documents = Annotated[list[dict[str, Any]], Field(
+Documents = Annotated[list[Document], Field(
     description="Documents to add: each {'id', 'contents', ...metadata} (or BEIR 'title'/'text', or a "
     "'metadata' object). An id that exists is replaced.")]
 Ids = Annotated[list[str] | str | None, Field(description="Ids of documents to delete (unknown ids are reported).")]
@@ -142,7 +196,7 @@ ImageCorpusPath = Annotated[str, Field(
 SourceId = Annotated[str | None, Field(
     description="The document's id: its chunks are <source_id>:<n>; ingesting it again replaces them. Default with "
     "a path: the file's name.")]
-Metadata = Annotated[dict[str, Any] | None, Field(
+Metadata = Annotated[MetadataMap | None, Field(
     description="Fields kept on every chunk (filterable as meta.<key>).")]
 ChunkId = Annotated[str, Field(description="A chunk's id (<source_id>:<n>).")]
 Around = Annotated[int, Field(ge=0, le=100, description="How many chunks before / after. Default: 1.")]
