@@ -143,7 +143,7 @@ TOOLS: tuple[Tool, ...] = (
     _t("add_documents", "Add documents", agent.AddRequest, agent.add_documents, agent.ADD_DOC, "added,replaced",
        effects=WRITE, profiles=AGENT, output_schema=agent.WRITE_SCHEMA, cli="add"),
     _t("ingest_document", "Ingest a document", agent.IngestRequest, agent.ingest_document, agent.INGEST_DOC, "ids",
-       effects=WRITE, profiles=AGENT, output_schema=agent.INGEST_SCHEMA),
+       effects=WRITE, profiles=AGENT, output_schema=agent.INGEST_SCHEMA, long=True),
     _t("delete_documents", "Delete documents", agent.DeleteRequest, agent.delete_documents, agent.DELETE_DOC,
        "deleted", effects=DELETE, profiles=AGENT, output_schema=agent.DELETE_SCHEMA, cli="delete"),
     _t("list_collections", "List collections", agent.ListRequest, agent.list_collections, agent.LIST_DOC,
@@ -159,10 +159,10 @@ TOOLS: tuple[Tool, ...] = (
                        "index_backend,index_backend_configs,is_demo,collection_name"),
     _t("retriever_embed", "Embed the corpus", m.EmbedRequest, calls.embed,
        "Embed the corpus into an .npy file, a chunk at a time (progress on the server's stderr).", effects=BUILD,
-       ultrarag_inputs="embedding_path,overwrite,is_multimodal", cli="index"),
+       ultrarag_inputs="embedding_path,overwrite,is_multimodal", cli="index", long=True),
     _t("retriever_index", "Build the dense index", m.IndexRequest, calls.index,
        "Build the FAISS index from the embedding file and save it with its manifest.", effects=BUILD,
-       ultrarag_inputs="embedding_path,overwrite,collection_name,corpus_path", cli="index"),
+       ultrarag_inputs="embedding_path,overwrite,collection_name,corpus_path", cli="index", long=True),
     _t("retriever_search", "Dense search", m.SearchRequest, calls.search,
        "Dense search. Returns ret_psg, ret_ids, ret_scores: one list per query, best first.", HITS,
        ultrarag_inputs="q_ls,top_k,query_instruction,collection_name", cli="search", compute=True),
@@ -195,7 +195,7 @@ TOOLS: tuple[Tool, ...] = (
        ultrarag_inputs="q_ls,top_k,query_instruction,current_user_id"),
     _t("bm25_index", "Build the BM25 index", m.BM25IndexRequest, calls.bm25_index,
        "Build the BM25 index over the corpus and save it; searchable at once.", effects=BUILD,
-       ultrarag_inputs="overwrite", cli="index"),
+       ultrarag_inputs="overwrite", cli="index", long=True),
     _t("sparse_index", "Build the learned-sparse index", m.SparseIndexRequest, calls.sparse_index,
        "Encode the corpus with parameter.yaml's sparse model (SPLADE-style) into an inverted index and save it "
        "(progress on the server's stderr); later adds join it at once. Searched with mode sparse, and in hybrid "
@@ -215,7 +215,7 @@ TOOLS: tuple[Tool, ...] = (
        "Bring the collection in step with the folders under `sources:` in parameter.yaml: new and changed files "
        "parsed, chunked and embedded, moved ones re-filed, removed ones dropped; unchanged files are skipped. "
        "Returns counts, per-file errors and seconds per stage.", "files,new,changed,deleted,errors", effects=WRITE,
-       profiles=FULL, needs=_sources),
+       profiles=FULL, needs=_sources, long=True),
     _t("retriever_build_image_corpus", "PDF pages to an image corpus", m.ImageCorpusRequest, calls.image_corpus,
        "Render every page of a PDF (or of each PDF in a folder) to a JPEG and write an image corpus "
        "({id, image_id, image_path, pdf, page} per page) for retriever_init(is_multimodal=true). Needs no "

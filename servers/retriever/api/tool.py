@@ -43,6 +43,7 @@ class Tool:
     cli: str | None = None  # the `retriever` command that runs the same call, if any
     output_schema: dict[str, Any] | None = None  # MCP structured output (the agent tools)
     compute: bool = False  # a search on the encoder and the index: a small call runs on the compute thread
+    long: bool = False  # runs long (a folder, a whole corpus): a client may run it as an MCP task (mcp/tasks.py)
 
     @property
     def writes(self) -> bool:

@@ -19,11 +19,12 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from .. import compute
 from ..api.models import Request, argument_problems, unreadable_json
 from ..api.registry import listed_input, selected
+from ..api.replies import reply
 from ..api.tool import Tool
 from ..api.ultrarag import adapt
 from ..compute import CALLER
@@ -179,6 +180,33 @@ class Gate:
         self.engine = engine
         self.tools = {t.name: t for t in tools}
         self._hidden: tuple[object, set[str]] = (None, set())
+        self._validators: dict[str, TypeAdapter[Any]] = {}
+
+    async def request(self, tool: Tool, arguments: dict[str, Any]) -> Request:
+        """The tool's arguments checked as FastMCP checks them (the same signature, tool_function)
+        into its request."""
+        if tool.name not in self._validators:
+            async def validated(request: Request) -> Request:
+                return request
+
+            self._validators[tool.name] = TypeAdapter(tool_function(tool.name, tool.request, validated))  # type: ignore[arg-type]
+        return await self._validators[tool.name].validate_python(arguments)
+
+    async def call_result(self, name: str, arguments: dict[str, Any], progress: Report | None = None
+                          ) -> dict[str, Any]:
+        """One call's CallToolResult as the wire has it, made as both servers make a plain call's: the
+        refusals, the arguments validated, serve_call, a failure as a tool error (a task's outcome:
+        tasks.py)."""
+        why = self.refusal(name, arguments)
+        if why is not None:
+            return tool_result(why, True)
+        tool = self.tools[name]  # the refusal named any other
+        try:
+            payload = await serve_call(self.engine, tool, await self.request(tool, arguments), progress=progress)
+        except Exception as e:
+            return tool_result(self.failure(name, e), True)
+        text, structured = reply(payload, tool.output_schema is not None)
+        return tool_result(text, structured=structured)
 
     def hidden(self) -> set[str]:
         """The tools the loaded configuration cannot serve, worked out once per configuration
@@ -227,4 +255,12 @@ class Gate:
         return f"{name}: internal error ({type(e).__name__}); this is a bug in the server, whose log has the details"
 
 
-__all__ = ["Gate", "Refused", "run", "serve_call", "served_tools", "tool_function"]
+def tool_result(text: str, error: bool = False, structured: dict[str, Any] | None = None) -> dict[str, Any]:
+    """MCP's tool result: the JSON (or the message) as text, and structured content where given."""
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": error}
+    if structured is not None:
+        result["structuredContent"] = structured
+    return result
+
+
+__all__ = ["Gate", "Refused", "run", "serve_call", "served_tools", "tool_function", "tool_result"]

@@ -1,18 +1,23 @@
 """FastMCP's side of the gate (core.py): one middleware that turns every failure of a call into a
 tool error with a message, and hides the tools the loaded configuration cannot serve (and, in a
-`mode`, the kinds it cannot answer: registry.listed_input)."""
+`mode`, the kinds it cannot answer: registry.listed_input); and MCP tasks (tasks.py) on FastMCP's
+server, which has none of its own without the fastmcp-tasks package (the 2026 extension's, on a
+task queue): serve_tasks."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastmcp.exceptions import ToolError
 from fastmcp.exceptions import ValidationError as ArgumentError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
+from mcp.shared.exceptions import MCPError
 from mcp.types import ToolListChangedNotification
 
 from ..api.tool import Tool
+from ..compute import CALLER
+from . import tasks
 from .core import Gate, Refused
 
 if TYPE_CHECKING:
@@ -26,6 +31,7 @@ class ToolErrors(Middleware):
 
     def __init__(self, engine: Retriever, tools: Sequence[Tool] = ()) -> None:
         self.gate = Gate(engine, tools)
+        self.tasks = tasks.Tasks()
 
     async def on_list_tools(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         hidden = self.gate.hidden()
@@ -48,3 +54,68 @@ class ToolErrors(Middleware):
         finally:
             if self.gate.hidden() != before and context.fastmcp_context is not None:
                 await context.fastmcp_context.send_notification(ToolListChangedNotification())
+
+def _owner(ctx: Any) -> str:
+    """Whose tasks: the caller a token tells apart (compute.CALLER), else the MCP session."""
+    from fastmcp.server.dependencies import bind_request_context, get_context
+
+    with bind_request_context(ctx):
+        return CALLER.get() or f"session:{get_context().session_id}"
+
+
+def serve_tasks(server: Any, errors: ToolErrors) -> None:
+    """MCP tasks on FastMCP's server, kept in `errors.tasks`, where the revision has them: a tools/call
+    with `task` answered by a middleware of the SDK's low-level server (FastMCP's own middleware cannot
+    answer it: the SDK holds a tools/call answer of the 2025-11-25 revision to CallToolResult, except
+    one a low-level middleware gives), tasks/get, /result, /cancel and /list as its request handlers,
+    and the `tasks` capability in its initialize answer."""
+    from mcp.types import PaginatedRequestParams, ServerTasksCapability
+    from mcp_types import CancelTaskRequestParams, GetTaskPayloadRequestParams, GetTaskRequestParams
+
+    low = server._mcp_server
+
+    async def start(ctx: Any, call_next: Any) -> Any:
+        """A tools/call the client asked to run as a task: the task at once, the call on in the
+        background (its progress is the task's statusMessage: the request that could carry
+        notifications has been answered)."""
+        params = ctx.params or {}
+        if ctx.method != "tools/call" or params.get("task") is None or ctx.protocol_version not in tasks.VERSIONS:
+            return await call_next(ctx)
+        name, arguments, task = params.get("name"), params.get("arguments") or {}, params["task"]
+        refused = tasks.refusal(errors.gate.tools, name)
+        if refused is not None:
+            raise MCPError(code=refused.code, message=str(refused))
+        if not isinstance(arguments, dict):
+            raise MCPError(code=tasks.INVALID_PARAMS, message="Invalid params: tools/call takes arguments as an object")
+        try:
+            made = errors.tasks.create(_owner(ctx), str(name), task.get("ttl") if isinstance(task, dict) else None,
+                                       lambda progress: errors.gate.call_result(str(name), arguments, progress))
+        except tasks.TaskError as e:
+            raise MCPError(code=e.code, message=str(e)) from None
+        return {"task": made.wire()}
+
+    def handler(method: str) -> Callable[[Any, Any], Awaitable[dict[str, Any]]]:
+        async def answer(ctx: Any, params: Any) -> dict[str, Any]:
+            if ctx.protocol_version not in tasks.VERSIONS:
+                raise MCPError(code=tasks.METHOD_NOT_FOUND, message=f"Method not found: {method} (revision "
+                                                                    f"{ctx.protocol_version} has no tasks)")
+            try:
+                return await errors.tasks.answer(_owner(ctx), method,
+                                                 params.model_dump(by_alias=True, exclude_none=True))
+            except tasks.TaskError as e:
+                raise MCPError(code=e.code, message=str(e)) from None
+        return answer
+
+    low.middleware.append(start)
+    for method, kind in zip(tasks.METHODS, (GetTaskRequestParams, GetTaskPayloadRequestParams,
+                                            CancelTaskRequestParams, PaginatedRequestParams), strict=True):
+        low.add_request_handler(method, kind, handler(method))
+    declared = low.get_capabilities
+
+    def capabilities(*args: Any, protocol_version: str | None = None, **kw: Any) -> Any:
+        out = declared(*args, protocol_version=protocol_version, **kw)
+        if protocol_version is None or protocol_version in tasks.VERSIONS:
+            out.tasks = ServerTasksCapability.model_validate(tasks.CAPABILITY)
+        return out
+
+    low.get_capabilities = capabilities

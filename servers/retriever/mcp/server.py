@@ -13,7 +13,7 @@ from ..api import resources
 from ..api.registry import instructions
 from ..api.tool import Tool
 from .core import served_tools
-from .middleware import ToolErrors
+from .middleware import ToolErrors, serve_tasks
 from .tools import RetrieverMCP, register
 
 if TYPE_CHECKING:
@@ -38,9 +38,11 @@ def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: boo
     fastmcp_log = logging.getLogger("fastmcp.server.server")
     if not any(isinstance(f, _OneLine) for f in fastmcp_log.filters):
         fastmcp_log.addFilter(_OneLine())
-    server = RetrieverMCP("retriever", version=package_version(), middleware=[ToolErrors(engine, tools)],
+    errors = ToolErrors(engine, tools)
+    server = RetrieverMCP("retriever", version=package_version(), middleware=[errors],
                           instructions=instructions(engine, tools))
     server.engine = engine
+    serve_tasks(server, errors)
     register(server, tools)
     if resources.served(t.name for t in tools):  # documents by URI (api/resources.py)
         add_documents_template(server, engine)

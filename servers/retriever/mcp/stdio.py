@@ -6,8 +6,9 @@ MCP framework halves the time to the first answer and the cost of a call (bench/
 
 What it speaks: `initialize`, `ping`, `tools/list`, `tools/call` (each on its own task, so calls
 overlap; a call given a `progressToken` gets `notifications/progress` from its long work),
-`notifications/cancelled` (the call's work stops, no answer is sent, as MCP says), and
-`notifications/tools/list_changed` when a call changes which tools the configuration can serve.
+`notifications/cancelled` (the call's work stops, no answer is sent, as MCP says),
+`notifications/tools/list_changed` when a call changes which tools the configuration can serve, and
+on 2025-11-25 MCP tasks (tasks.py: a long tool's call with `task`, tasks/get, /result, /cancel, /list).
 It has no prompts (their list answers empty) and asks the client nothing. A client that opens
 with `server/discover` (the MCP SDK 2.x) speaks 2026-07-28 with it; one that opens with
 `initialize`, the revision it asks for.
@@ -24,21 +25,19 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
-
-from pydantic import TypeAdapter
 
 from .. import package_version
 from ..api import resources
-from ..api.models import Request
 from ..api.registry import instructions
 from ..api.replies import json_bytes, reply
 from ..api.tool import Tool
 from ..errors import RetrieverError
-from ..security.limits import cancelled
-from . import definitions
-from .core import Gate, serve_call, tool_function
+from ..security.limits import Report, cancelled
+from . import definitions, tasks
+from .core import Gate, serve_call
+from .core import tool_result as _tool_result
 from .eras import MODERN, modern_version, stamped, unsupported
 
 if TYPE_CHECKING:
@@ -70,8 +69,9 @@ class StdioServer:
         if missing:  # a tool added to the registry without its definition written
             raise RuntimeError(f"tools.json has no definition of {', '.join(missing)}: run `{definitions.HOW}`")
         self.definitions = {t.name: known[t.name] for t in tools}
-        self.calls: dict[str, TypeAdapter[Any]] = {}
         self.running: dict[Any, asyncio.Task[None]] = {}
+        self.tasks = tasks.Tasks()  # MCP tasks (tasks.py), where the client speaks a revision that has them
+        self.version: str | None = None  # the revision the initialize handshake agreed
         self.closed = False
         self.writing = threading.Lock()  # a call's thread writes its answer itself (answered)
 
@@ -122,8 +122,15 @@ class StdioServer:
             if modern is not None and modern not in MODERN:
                 self.send(unsupported(rid, modern))
                 return
+            tasking = modern is None and self.version in tasks.VERSIONS
+            if method == "tools/call" and tasking and params.get("task") is not None:
+                self._start_task(rid, params)
+                return
             if method == "tools/call":
                 self._start(rid, params, modern is not None)
+                return
+            if method in tasks.METHODS and tasking:
+                self._answer_task(rid, method, params)
                 return
             result = self.answer(method, params)
             self.send({"jsonrpc": "2.0", "id": rid, "result": stamped(result, method) if modern else result})
@@ -138,13 +145,18 @@ class StdioServer:
                                                                      "version": package_version()}}}
         if method == "initialize":
             asked = params.get("protocolVersion")
-            return {"protocolVersion": asked if asked in VERSIONS else VERSIONS[-1],
-                    "capabilities": self.capabilities(),
+            self.version = asked if asked in VERSIONS else VERSIONS[-1]
+            return {"protocolVersion": self.version,
+                    "capabilities": {**self.capabilities(),
+                                     **({"tasks": tasks.CAPABILITY} if self.version in tasks.VERSIONS else {})},
                     "serverInfo": {"name": "retriever", "version": package_version()},
                     "instructions": instructions(self.engine, self.gate.tools.values())}
         if method == "tools/list":
             hidden = self.gate.hidden()
-            return {"tools": [{**d, "inputSchema": self.gate.listed(name, d["inputSchema"])}
+            # `execution` (taskSupport) only where the revision has tasks; FastMCP's listing does the same
+            plain = modern_version(params) is not None or self.version not in tasks.VERSIONS
+            return {"tools": [{**{k: v for k, v in d.items() if not (plain and k == "execution")},
+                               "inputSchema": self.gate.listed(name, d["inputSchema"])}
                               for name, d in self.definitions.items() if name not in hidden]}
         if method in ("ping", "logging/setLevel"):
             return {}
@@ -178,10 +190,44 @@ class StdioServer:
                                                 "(an object)")
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        task = asyncio.get_running_loop().create_task(
-            self.call(rid, name, arguments, token if _valid_id(token) else None, modern))
+        self._track(rid, self.call(rid, name, arguments, token if _valid_id(token) else None, modern))
+
+    def _track(self, rid: Any, work: Coroutine[Any, Any, None]) -> None:
+        """Serve request `rid` on a task of its own, which notifications/cancelled cancels."""
+        task = asyncio.get_running_loop().create_task(work)
         self.running[rid] = task
         task.add_done_callback(lambda done: self.running.pop(rid) if self.running.get(rid) is done else None)
+
+    def _start_task(self, rid: Any, params: dict[str, Any]) -> None:
+        """A tools/call the client asked to run as a task: the task at once, the call on in the background."""
+        name, arguments = params.get("name"), params.get("arguments") or {}
+        refused = tasks.refusal(self.gate.tools, name)
+        if refused is not None:
+            raise ProtocolError(refused.code, str(refused))
+        if not isinstance(arguments, dict):
+            raise ProtocolError(INVALID_PARAMS, "Invalid params: tools/call takes arguments as an object")
+        meta, task = params.get("_meta"), params.get("task")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        told = self.progress(token) if isinstance(token, str | int) and _valid_id(token) else None
+
+        def run(report: Report) -> Awaitable[dict[str, Any]]:  # progress to the task, and to the token's owner
+            return self.gate.call_result(str(name), arguments, report if told is None else tasks.both(report, told))
+
+        try:
+            made = self.tasks.create("", str(name), task.get("ttl") if isinstance(task, dict) else None, run)
+        except tasks.TaskError as e:
+            raise ProtocolError(e.code, str(e)) from None
+        self.send({"jsonrpc": "2.0", "id": rid, "result": {"task": made.wire()}})
+
+    def _answer_task(self, rid: Any, method: str, params: dict[str, Any]) -> None:
+        """tasks/get, /result (which waits for the task's end), /cancel, /list, on a task of their own."""
+        async def answer() -> None:
+            try:
+                self.send({"jsonrpc": "2.0", "id": rid, "result": await self.tasks.answer("", method, params)})
+            except tasks.TaskError as e:
+                self.send(_error(rid, e.code, str(e)))
+
+        self._track(rid, answer())
 
     async def call(self, rid: Any, name: str, arguments: dict[str, Any], token: str | int | None = None,
                    modern: bool = False) -> None:
@@ -206,7 +252,7 @@ class StdioServer:
             return _tool_result(why, True)
         tool = self.gate.tools[name]  # the gate refused any other name
         try:
-            request = await self._validator(tool).validate_python(arguments)
+            request = await self.gate.request(tool, arguments)
             return await serve_call(self.engine, tool, request,
                                     lambda payload: self.answered(rid, tool, payload, modern),
                                     None if token is None else self.progress(token))
@@ -229,16 +275,6 @@ class StdioServer:
                            "params": {"progressToken": token, "progress": done, "total": total, "message": what}})
         return send
 
-    def _validator(self, tool: Tool) -> TypeAdapter[Any]:
-        """The tool's arguments checked as FastMCP checks them (the same signature,
-        core.tool_function) into its request."""
-        if tool.name not in self.calls:
-            async def validated(request: Request) -> Request:
-                return request
-
-            self.calls[tool.name] = TypeAdapter(tool_function(tool.name, tool.request, validated))  # type: ignore[arg-type]
-        return self.calls[tool.name]
-
     async def serve(self, lines: asyncio.Queue[bytes | None]) -> None:
         while not self.closed and (line := await lines.get()) is not None:
             if line.strip():
@@ -246,21 +282,14 @@ class StdioServer:
                     await self.handle(line)
                 except Exception:  # our bug: logged, and the server goes on with the next message
                     log.exception("stdio: a message could not be handled")
-        for task in list(self.running.values()):  # the client is gone: its calls' work is dropped
+        works = [t.work for t in self.tasks.tasks.values() if t.work is not None]
+        for task in [*self.running.values(), *works]:  # the client is gone: its calls' and tasks' work is dropped
             task.cancel()
-        await asyncio.gather(*self.running.values(), return_exceptions=True)
+        await asyncio.gather(*self.running.values(), *works, return_exceptions=True)
 
 
 def _valid_id(rid: Any) -> bool:
     return isinstance(rid, str) or isinstance(rid, int) and not isinstance(rid, bool)
-
-
-def _tool_result(text: str, error: bool = False, structured: dict[str, Any] | None = None) -> dict[str, Any]:
-    """MCP's tool result: the JSON (or the message) as text, and structured content where given."""
-    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": error}
-    if structured is not None:
-        result["structuredContent"] = structured
-    return result
 
 
 def _error(rid: Any, code: int, message: str) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from fastmcp import Context, FastMCP
 from fastmcp.tools.base import ToolResult
-from mcp.types import TextContent, ToolAnnotations
+from fastmcp.tools.function_tool import FunctionTool
+from mcp.types import TextContent, ToolAnnotations, ToolExecution
 
 from ..api.models import Request
 from ..api.registry import TOOLS
@@ -86,8 +87,11 @@ def _progress(ctx: Context, loop: asyncio.AbstractEventLoop) -> Callable[[int, i
 
 def register(mcp: FastMCP, tools: Sequence[Tool]) -> None:
     for spec in tools:
-        mcp.tool(registered(spec), description=inspect.cleandoc(spec.doc), output_schema=spec.output_schema,
-                 annotations=tool_annotations(spec), title=spec.title)
+        tool = FunctionTool.from_function(registered(spec), description=inspect.cleandoc(spec.doc), title=spec.title,
+                                          output_schema=spec.output_schema, annotations=tool_annotations(spec))
+        if spec.long:  # a client may run it as an MCP task (tasks.py), served by our handlers (server.py), not FastMCP's
+            tool.execution = ToolExecution(task_support="optional")
+        mcp.add_tool(tool)
 
 
 def listed() -> dict[str, dict[str, Any]]:
@@ -97,7 +101,7 @@ def listed() -> dict[str, dict[str, Any]]:
     async def listing() -> dict[str, dict[str, Any]]:
         server = FastMCP("definitions")
         register(server, TOOLS)
-        async with Client(server) as client:
+        async with Client(server, mode="legacy") as client:  # 2025-11-25, whose listing has `execution`
             tools = await client.list_tools()
         dumped = (t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools)
         return {t["name"]: {k: v for k, v in t.items() if k != "_meta"} for t in dumped}  # _meta: FastMCP's own tags

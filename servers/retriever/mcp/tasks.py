@@ -1,0 +1,191 @@
+"""MCP tasks (the 2025-11-25 revision's experimental utility), for both transports and without an
+MCP framework: a `tools/call` with `params.task`, of a tool listed with `execution.taskSupport`
+(api/tool.py `long`), is answered at once with the task, and the call runs on in the background
+through the same gate and serve_call as a plain call (core.py): the same refusals, limits and
+worker threads. `tasks/get` tells its status, `tasks/result` waits for its end and answers what the
+plain call would have (the CallToolResult), `tasks/cancel` cancels it as notifications/cancelled
+does a plain call (its work stops at its next chunk or file: limits.CANCEL), `tasks/list` lists them.
+
+Bounded: an owner (a caller told apart by its token over HTTP, compute.CALLER; else its MCP
+session) keeps at most MAX_KEPT tasks, the server MAX_TASKS in all; a task is dropped `ttl` after
+its creation (at most MAX_TTL_MS; one still working then, when it ends). An owner sees only its own
+tasks. stdio.py and server.py speak the wire; this module keeps the tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..security.limits import Report
+
+log = logging.getLogger("retriever.mcp")
+
+VERSIONS = ("2025-11-25",)  # the revisions whose core has tasks (2026-07-28 moved them to an extension)
+CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+RELATED = "io.modelcontextprotocol/related-task"  # the _meta key of tasks/result's answer
+MAX_KEPT = 16  # tasks one owner keeps (working or ended, until their ttl)
+MAX_TASKS = 256  # tasks the server keeps in all
+DEFAULT_TTL_MS = 10 * 60_000  # when the client names none
+MAX_TTL_MS = 60 * 60_000
+POLL_MS = 1000
+METHOD_NOT_FOUND, INVALID_PARAMS = -32601, -32602
+CANCELLED = -32800  # tasks/result of a cancelled task: the code a cancelled request has (LSP's RequestCancelled)
+METHODS = ("tasks/get", "tasks/result", "tasks/cancel", "tasks/list")
+
+
+class TaskError(Exception):
+    """A JSON-RPC error for the client (code, message)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Task:
+    owner: str
+    tool: str
+    ttl: int  # ms
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    status: str = "working"
+    message: str | None = None
+    created: str = field(default_factory=_now)
+    updated: str = ""
+    born: float = field(default_factory=time.monotonic)
+    result: dict[str, Any] | None = None  # the CallToolResult, once ended
+    work: asyncio.Task[None] | None = None
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def wire(self) -> dict[str, Any]:
+        """The Task as MCP's schema has it."""
+        out: dict[str, Any] = {"taskId": self.id, "status": self.status, "createdAt": self.created,
+                               "lastUpdatedAt": self.updated or self.created, "ttl": self.ttl, "pollInterval": POLL_MS}
+        if self.message:
+            out["statusMessage"] = self.message
+        return out
+
+    def progress(self, done: int, total: int, what: str) -> None:
+        """The call's progress (limits.PROGRESS, from the thread it runs on) as the task's status message."""
+        if not self.ended.is_set():
+            self.message, self.updated = f"{done} of {total} done: {what}"[:300], _now()
+
+    def end(self, status: str, message: str | None = None, result: dict[str, Any] | None = None) -> None:
+        if self.ended.is_set():  # terminal: it stays as it is (a cancelled task stays cancelled)
+            return
+        self.status, self.message, self.result, self.updated = status, message, result, _now()
+        self.ended.set()
+
+    def expired(self, now: float) -> bool:
+        return self.ended.is_set() and now - self.born > self.ttl / 1000
+
+
+class Tasks:
+    """The tasks of one server."""
+
+    def __init__(self, kept: int = MAX_KEPT, total: int = MAX_TASKS) -> None:
+        self.kept, self.total = kept, total
+        self.tasks: dict[str, Task] = {}
+
+    def create(self, owner: str, tool: str, ttl: Any, run: Callable[[Report], Awaitable[dict[str, Any]]]) -> Task:
+        """A task of `owner` that runs `run(progress)` (the call's CallToolResult) on the running loop;
+        what its work reports to `progress` becomes the task's statusMessage (tasks/get shows it)."""
+        self._drop_expired()
+        mine = [t for t in self.tasks.values() if t.owner == owner]
+        if len(mine) >= self.kept or len(self.tasks) >= self.total:
+            ended = [t for t in (mine if len(mine) >= self.kept else self.tasks.values()) if t.ended.is_set()]
+            if not ended:
+                raise TaskError(INVALID_PARAMS, f"{len(mine)} tasks of this client are still working (at most "
+                                                f"{self.kept} kept, {self.total} in all); wait for one to end")
+            del self.tasks[min(ended, key=lambda t: t.born).id]  # the oldest ended one makes room
+        asked = ttl if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0 else DEFAULT_TTL_MS
+        task = Task(owner, tool, min(asked, MAX_TTL_MS))
+        self.tasks[task.id] = task
+        task.work = asyncio.get_running_loop().create_task(self._run(task, run))
+        asyncio.get_running_loop().call_later(task.ttl / 1000, self._drop_expired)
+        return task
+
+    async def _run(self, task: Task, run: Callable[[Report], Awaitable[dict[str, Any]]]) -> None:
+        try:
+            result = await run(task.progress)
+        except asyncio.CancelledError:
+            task.end("cancelled", "The task was cancelled by request.")
+            return
+        except Exception as e:  # run() answers failures as tool errors; anything else is our bug
+            log.error("task %s (%s): internal error", task.id, task.tool, exc_info=e)
+            result = {"content": [{"type": "text", "text": f"{task.tool}: internal error ({type(e).__name__})"}],
+                      "isError": True}
+        if result.get("isError"):
+            text = next((c.get("text") for c in result.get("content", ()) if c.get("type") == "text"), None)
+            task.end("failed", (text or "the call failed")[:500], result)
+        else:
+            task.end("completed", None, result)
+        if task.expired(time.monotonic()):
+            self.tasks.pop(task.id, None)
+
+    def _drop_expired(self) -> None:
+        now = time.monotonic()
+        for t in [t for t in self.tasks.values() if t.expired(now)]:
+            del self.tasks[t.id]
+
+    def find(self, owner: str, params: dict[str, Any]) -> Task:
+        """The task `params` names, if `owner` made it (another's is as unknown as one that never was)."""
+        self._drop_expired()
+        named = params.get("taskId")
+        task = self.tasks.get(named) if isinstance(named, str) else None
+        if task is None or task.owner != owner:
+            raise TaskError(INVALID_PARAMS, "Failed to retrieve task: Task not found (or expired)")
+        return task
+
+    async def answer(self, owner: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The result of one tasks/* request of `owner`."""
+        if method == "tasks/list":
+            if params.get("cursor") is not None:
+                raise TaskError(INVALID_PARAMS, "Invalid cursor: tasks/list here answers in one page")
+            self._drop_expired()
+            return {"tasks": [t.wire() for t in self.tasks.values() if t.owner == owner]}
+        task = self.find(owner, params)
+        if method == "tasks/get":
+            return task.wire()
+        if method == "tasks/cancel":
+            if task.ended.is_set():
+                raise TaskError(INVALID_PARAMS, f"Cannot cancel task: it is already {task.status}")
+            task.end("cancelled", "The task was cancelled by request.")
+            if task.work is not None:
+                task.work.cancel()  # core.run sets the call's CANCEL event: its work stops at its next chunk
+            return task.wire()
+        if method == "tasks/result":
+            await task.ended.wait()
+            if task.status == "cancelled" or task.result is None:
+                raise TaskError(CANCELLED, f"Task {task.id} was cancelled")
+            return {**task.result, "_meta": {**task.result.get("_meta", {}), RELATED: {"taskId": task.id}}}
+        raise TaskError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+def both(first: Report, then: Report) -> Report:
+    def report(done: int, total: int, what: str) -> None:
+        first(done, total, what)
+        then(done, total, what)
+    return report
+
+
+def refusal(tools: dict[str, Any], name: Any) -> TaskError | None:
+    """Why a tools/call of `name` may not run as a task (None: it may): MCP says -32601 for a tool
+    whose listing has no taskSupport."""
+    tool = tools.get(name) if isinstance(name, str) else None
+    if tool is None or not getattr(tool, "long", False):
+        return TaskError(METHOD_NOT_FOUND, f"Tool {str(name)[:100]!r} does not support task-augmented execution "
+                                           "(its tools/list entry has no execution.taskSupport); call it plainly")
+    return None
+
+
+__all__ = ["CAPABILITY", "METHODS", "VERSIONS", "Task", "TaskError", "Tasks", "both", "refusal"]
