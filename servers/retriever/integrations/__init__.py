@@ -9,8 +9,10 @@ and the CLI (none imports another).
 - `retriever.integrations.langchain.Retriever`: a LangChain `BaseRetriever` returning `Document`s
   (`pip install 'mcp-retriever[langchain]'`).
 
-Each is made with `from_yaml(path, **options)` (this library in process, from a parameter.yaml)
-or `from_url(url, token=...)` (a running `retriever deploy` service). They search as the MCP
+Each is made with `from_yaml(path, **options)` (this library in process, from a parameter.yaml),
+`from_url(url, token=...)` (a running `retriever deploy` service) or `from_mcp(url, token=...)` (a
+running MCP server's agent `search` tool, by the official MCP SDK's client over streamable HTTP,
+one session kept open for every call). They search as the MCP
 agent's `search` does (mode hybrid by default, scores 0..1) and carry each hit's id, text, score,
 metadata and, for a file's chunk, its citation (`source`: document, path, page, heading, ...).
 Filters come in each framework's own syntax and are translated (translate.py); what has no

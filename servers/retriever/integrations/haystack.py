@@ -2,11 +2,12 @@
 {"documents": list[Document]}` (and `run_async`), each `Document` with the hit's id, text, score and
 metadata (a file's chunk adds its citation as `meta["source"]`). It is saved in a pipeline's YAML
 and loaded back (`Pipeline.dumps` / `Pipeline.loads`): the YAML holds the parameter.yaml's path or
-the service's URL, and the token only as the name of its environment variable.
+the service's or the MCP server's URL, and the token only as the name of its environment variable.
 
     from retriever.integrations.haystack import Retriever
     retriever = Retriever.from_yaml("parameter.yaml", top_k=5)          # this library, in process
     retriever = Retriever.from_url("http://127.0.0.1:8000")             # token from RETRIEVER_TOKEN
+    retriever = Retriever.from_mcp("http://127.0.0.1:8000/mcp")         # an MCP server's agent search
     pipeline.add_component("retriever", retriever)
 
 Filters are Haystack's own, which are ours (filters.py); a call's `filters` replace the component's.
@@ -25,7 +26,7 @@ except ImportError as e:  # the extra is not installed
 
 from ..errors import InvalidInputError
 from . import translate
-from .core import Found, Library, Searcher, SearchOptions, Service, aone, one
+from .core import Found, Library, McpServer, Searcher, SearchOptions, Service, aone, mcp_check, one
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever as Engine
@@ -37,21 +38,26 @@ ENV_TOKEN = Secret.from_env_var(TOKEN_ENV, strict=False)  # the default token: t
 
 @component
 class Retriever:
-    """Give `parameter_file` (this library in process) or `url` (a `retriever deploy` service,
-    `token` its bearer token: by default the environment's RETRIEVER_TOKEN, if set). `options`:
+    """Give `parameter_file` (this library in process), `url` (a `retriever deploy` service) or
+    `mcp_url` (an MCP server's agent `search` tool, one session for every run); `token` is the
+    bearer token of either server: by default the environment's RETRIEVER_TOKEN, if set. `options`:
     the agent search's other options (core.SearchOptions: score_threshold, scale_score,
     collection, query_instruction, fusion, vector_weight, rrf_k, candidate_depth)."""
 
     def __init__(self, parameter_file: str | None = None, url: str | None = None,
                  token: Secret | None = ENV_TOKEN, mode: str = "hybrid",
                  top_k: int | None = None, filters: dict[str, Any] | None = None,
-                 options: dict[str, Any] | None = None, timeout: float = 60.0) -> None:
-        if (parameter_file is None) == (url is None):
-            raise InvalidInputError(f"{WHERE}: give parameter_file (this library) or url (a deploy service), one of them")
-        self.parameter_file, self.url, self.token, self.timeout = parameter_file, url, token, timeout
+                 options: dict[str, Any] | None = None, timeout: float = 60.0, mcp_url: str | None = None) -> None:
+        if [parameter_file, url, mcp_url].count(None) != 2:
+            raise InvalidInputError(f"{WHERE}: give one of parameter_file (this library), mcp_url (an MCP server) "
+                                    "or url (a deploy service)")
+        self.parameter_file, self.url, self.mcp_url = parameter_file, url, mcp_url
+        self.token, self.timeout = token, timeout
         self.mode, self.top_k, self.filters, self.options = mode, top_k, filters, dict(options or {})
         self._options = SearchOptions.of(WHERE, mode=mode, top_k=top_k, **self.options).changed(
             filters=translate.haystack(filters))
+        if mcp_url is not None:
+            mcp_check(self._options, WHERE)
         self._searcher: Searcher | None = None
 
     @classmethod
@@ -66,6 +72,14 @@ class Retriever:
         secret = Secret.from_token(token) if isinstance(token, str) else token
         return cls(url=url, token=secret or ENV_TOKEN, timeout=timeout,
                    **_split(options))
+
+    @classmethod
+    def from_mcp(cls, url: str, token: str | Secret | None = None, timeout: float = 60.0, **options: Any) -> Retriever:
+        """A running MCP server's agent `search` tool (`retriever serve --transport http`; `url` as
+        http://host:port/mcp); `token` as from_url's (default: the environment's RETRIEVER_TOKEN).
+        Options: mode, top_k, filters, collection."""
+        secret = Secret.from_token(token) if isinstance(token, str) else token
+        return cls(mcp_url=url, token=secret or ENV_TOKEN, timeout=timeout, **_split(options))
 
     @classmethod
     def from_engine(cls, engine: Engine, parameter_file: str | Path, **options: Any) -> Retriever:
@@ -85,12 +99,20 @@ class Retriever:
 
     def _opened(self) -> Searcher:
         if self._searcher is None:
+            token = self.token.resolve_value() if self.token else None
             if self.parameter_file is not None:
                 self._searcher = Library.from_yaml(self.parameter_file)
+            elif self.mcp_url is not None:
+                self._searcher = McpServer(self.mcp_url, token, self.timeout)
             else:
-                self._searcher = Service(str(self.url), self.token.resolve_value() if self.token else None,
-                                         self.timeout)
+                self._searcher = Service(str(self.url), token, self.timeout)
         return self._searcher
+
+    def close(self) -> None:
+        """End what the searcher holds open (an MCP session); nothing for the others."""
+        close = getattr(self._searcher, "close", None)
+        if close is not None:
+            close()
 
     def _call(self, top_k: int | None, filters: dict[str, Any] | None) -> tuple[Searcher, SearchOptions]:
         return self._opened(), self._options.changed(top_k=top_k, filters=translate.haystack(filters))
@@ -110,7 +132,7 @@ class Retriever:
     def to_dict(self) -> dict[str, Any]:
         """The component's YAML: its init parameters; a token only as an environment variable's
         name (Haystack refuses to save a token given as a string)."""
-        return default_to_dict(self, parameter_file=self.parameter_file, url=self.url,
+        return default_to_dict(self, parameter_file=self.parameter_file, url=self.url, mcp_url=self.mcp_url,
                                token=self.token.to_dict() if self.token else None, mode=self.mode, top_k=self.top_k,
                                filters=self.filters, options=self.options or None, timeout=self.timeout)
 

@@ -5,6 +5,7 @@ id, text and metadata, its score as `metadata["score"]` and, for a file's chunk,
     from retriever.integrations.langchain import Retriever
     retriever = Retriever.from_yaml("parameter.yaml", top_k=5)          # this library, in process
     retriever = Retriever.from_url("http://127.0.0.1:8000", token=...)  # a `retriever deploy` service
+    retriever = Retriever.from_mcp("http://127.0.0.1:8000/mcp", token=...)  # an MCP server's agent search
     docs = retriever.invoke("what is BM25?", filter={"topic": "biology"}, k=3)
 
 `filter` takes the dictionaries of LangChain's vector stores (translate.py says what maps), on the
@@ -27,7 +28,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from ..errors import InvalidInputError
 from . import translate
-from .core import Found, Library, Searcher, SearchOptions, Service, aone, one
+from .core import Found, Library, McpServer, Searcher, SearchOptions, Service, aone, one
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever as Engine
@@ -36,13 +37,13 @@ WHERE = "retriever.integrations.langchain"
 
 
 class Retriever(BaseRetriever):
-    """Make it with `from_yaml`, `from_url` or `from_engine`; `filter` is a LangChain filter
+    """Make it with `from_yaml`, `from_url`, `from_mcp` or `from_engine`; `filter` is a LangChain filter
     dictionary, `search_options` the agent search's other options (core.SearchOptions: mode,
     top_k, score_threshold, scale_score, collection, query_instruction, fusion, ...)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    searcher: Any  # core.Searcher: the library (Library) or a deploy service (Service)
+    searcher: Any  # core.Searcher: the library (Library), a deploy service (Service) or an MCP server (McpServer)
     filter: dict[str, Any] | None = None
     search_options: dict[str, Any] = {}
     _options: SearchOptions = PrivateAttr()
@@ -68,9 +69,26 @@ class Retriever(BaseRetriever):
         return cls(searcher=Service(url, token, timeout), filter=filter, search_options=options)
 
     @classmethod
+    def from_mcp(cls, url: str, token: str | None = None, timeout: float = 60.0,
+                 filter: dict[str, Any] | None = None, **options: Any) -> Retriever:
+        """A running MCP server's agent `search` tool (`retriever serve --transport http`; `url` as
+        http://host:port/mcp, `token`: its bearer token), one MCP session for every call (`close()`
+        ends it). Options: mode, top_k, collection (and `filter`)."""
+        searcher = McpServer(url, token, timeout)
+        made = cls(searcher=searcher, filter=filter, search_options=options)
+        searcher.check(made._options)
+        return made
+
+    @classmethod
     def from_engine(cls, engine: Engine, filter: dict[str, Any] | None = None, **options: Any) -> Retriever:
         """A `retriever.Retriever` this process already holds (one engine for several retrievers)."""
         return cls(searcher=Library(engine), filter=filter, search_options=options)
+
+    def close(self) -> None:
+        """End what the searcher holds open (an MCP session); nothing for the others."""
+        close = getattr(self.searcher, "close", None)
+        if close is not None:
+            close()
 
     def _call_options(self, filter: dict[str, Any] | None, k: int | None, top_k: int | None) -> SearchOptions:
         """The retriever's options with a call's `filter` (in place of the retriever's) and `k`."""

@@ -5,6 +5,7 @@ citation as `metadata["source"]`) and the hit's score.
     from retriever.integrations.llamaindex import Retriever
     retriever = Retriever.from_yaml("parameter.yaml", top_k=5)          # this library, in process
     retriever = Retriever.from_url("http://127.0.0.1:8000", token=...)  # a `retriever deploy` service
+    retriever = Retriever.from_mcp("http://127.0.0.1:8000/mcp", token=...)  # an MCP server's agent search
     nodes = retriever.retrieve("what is BM25?")
 
 Filters are LlamaIndex's `MetadataFilters` (translate.py says what maps).
@@ -23,7 +24,7 @@ except ImportError as e:  # the extra is not installed
                       ) from e
 
 from . import translate
-from .core import Found, Library, Searcher, SearchOptions, Service, aone, one
+from .core import Found, Library, McpServer, Searcher, SearchOptions, Service, aone, one
 
 if TYPE_CHECKING:
     from llama_index.core.callbacks import CallbackManager
@@ -34,7 +35,7 @@ WHERE = "retriever.integrations.llamaindex"
 
 
 class Retriever(BaseRetriever):
-    """Make it with `from_yaml`, `from_url` or `from_engine`; `filters` is LlamaIndex's
+    """Make it with `from_yaml`, `from_url`, `from_mcp` or `from_engine`; `filters` is LlamaIndex's
     `MetadataFilters`, the other options the agent search's (core.SearchOptions: mode, top_k,
     score_threshold, scale_score, collection, query_instruction, fusion, vector_weight, rrf_k,
     candidate_depth)."""
@@ -57,9 +58,25 @@ class Retriever(BaseRetriever):
         return cls(Service(url, token, timeout), **options)
 
     @classmethod
+    def from_mcp(cls, url: str, token: str | None = None, timeout: float = 60.0, **options: Any) -> Retriever:
+        """A running MCP server's agent `search` tool (`retriever serve --transport http`; `url` as
+        http://host:port/mcp, `token`: its bearer token), one MCP session for every call (`close()`
+        ends it). Options: mode, top_k, filters, collection."""
+        searcher = McpServer(url, token, timeout)
+        made = cls(searcher, **options)
+        searcher.check(made.options)
+        return made
+
+    @classmethod
     def from_engine(cls, engine: Engine, **options: Any) -> Retriever:
         """A `retriever.Retriever` this process already holds (one engine for several retrievers)."""
         return cls(Library(engine), **options)
+
+    def close(self) -> None:
+        """End what the searcher holds open (an MCP session); nothing for the others."""
+        close = getattr(self.searcher, "close", None)
+        if close is not None:
+            close()
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [_node(f) for f in one(self.searcher, query_bundle.query_str, self.options)]
