@@ -28,7 +28,8 @@ from retriever.errors import InvalidInputError, RemoteError
 from retriever.integrations import haystack as hs
 from retriever.integrations import langchain as lc
 from retriever.integrations import llamaindex as li
-from retriever.integrations.core import McpServer, SearchOptions
+from retriever.integrations.core import SearchOptions
+from retriever.integrations.over_mcp import McpServer
 from test_http_hardening import TOKEN_A, Server
 from test_integrations import (
     HAYSTACK,

@@ -26,7 +26,8 @@ except ImportError as e:  # the extra is not installed
 
 from ..errors import InvalidInputError
 from . import translate
-from .core import Found, Library, McpServer, Searcher, SearchOptions, Service, aone, mcp_check, one
+from .core import Found, Library, Searcher, SearchOptions, Service, aone, one
+from .over_mcp import McpServer, mcp_check
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever as Engine

@@ -28,7 +28,8 @@ from pydantic import ConfigDict, PrivateAttr
 
 from ..errors import InvalidInputError
 from . import translate
-from .core import Found, Library, McpServer, Searcher, SearchOptions, Service, aone, one
+from .core import Found, Library, Searcher, SearchOptions, Service, aone, one
+from .over_mcp import McpServer
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever as Engine

@@ -24,7 +24,8 @@ except ImportError as e:  # the extra is not installed
                       ) from e
 
 from . import translate
-from .core import Found, Library, McpServer, Searcher, SearchOptions, Service, aone, one
+from .core import Found, Library, Searcher, SearchOptions, Service, aone, one
+from .over_mcp import McpServer
 
 if TYPE_CHECKING:
     from llama_index.core.callbacks import CallbackManager
