@@ -1,4 +1,5 @@
-# Two commands for a fresh clone: `make demo` and `make test`. Both set up .venv first.
+# Two commands for a fresh clone: `make demo` and `make test`. Both set up .venv first: `make demo` with
+# what serving needs, `make test` (make setup) with the test extra on top.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,16 +8,32 @@ SCIFACT := --set corpus_path=data/scifact/corpus.jsonl \
 	--set index_backend_configs.faiss.index_path=index/scifact/faiss \
 	--set backend_configs.bm25.save_path=index/scifact/bm25
 
-.PHONY: setup demo test test-suite test-milvus-server test-fast lint eval-scifact tune-hybrid bench clean milvus-server infinity-venv
+.PHONY: setup demo test test-suite test-milvus-server test-fast lint eval-scifact tune-hybrid bench clean milvus-server infinity-venv mcp1-venv
 
-$(BIN)/retriever: pyproject.toml
+# .venv with torch first (the CPU build), then the package with the extras named: $(call venv_with,EXTRAS)
+define venv_with
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[$(1)]'
+endef
+
+# `make demo`: what serving needs and no more: the package, torch (it makes the model's export once),
+# the fast runtimes `runtime: auto` picks from (OpenVINO, onnxruntime) and the document formats.
+SERVE_EXTRAS := torch,onnx,openvino,docs
+$(BIN)/retriever: pyproject.toml
+	$(call venv_with,$(SERVE_EXTRAS))
 	touch $@
 
-setup: $(BIN)/retriever
+# `make setup` (`make test`, .ci/run): the test extra, a superset of the above: the test, lint and
+# docs-site tools, every runtime, backend and framework the suite drives. One pip run from nothing
+# (two, lean then test, cost CI about a minute more); after `make demo`, the rest on top.
+TEST_EXTRA := $(VENV)/.test-extra
+$(TEST_EXTRA): pyproject.toml
+	$(call venv_with,test)
+	touch $@
+
+setup: $(TEST_EXTRA)
 
 # A real embedding server for the tests: Infinity pins old numpy / transformers, so it gets its
 # own venv (created once, kept under .cache/). Tests skip it only with RETRIEVER_SKIP_INFINITY=1.
@@ -29,7 +46,17 @@ $(INFINITY_VENV)/bin/infinity_emb:
 
 infinity-venv: $(INFINITY_VENV)/bin/infinity_emb
 
-demo: setup
+# The official MCP SDK 1.x, a client of tests/test_client_matrix.py: it cannot live beside the 2.x
+# in .venv, so it gets its own small venv (about 70 MB, 15 s), run as a subprocess by the test.
+MCP1_VENV := .cache/mcp1-venv
+$(MCP1_VENV)/bin/mcp:
+	test -x $(MCP1_VENV)/bin/python || $(PY) -m venv $(MCP1_VENV)
+	$(MCP1_VENV)/bin/pip install --quiet "mcp==1.30.0"
+	touch $@
+
+mcp1-venv: $(MCP1_VENV)/bin/mcp
+
+demo: $(BIN)/retriever
 	$(BIN)/python scripts/demo.py --config parameter.yaml
 
 # The Milvus 2.3.5 standalone server (PyPI `milvus`, no dependencies) lives in its own venv. Its
@@ -51,10 +78,10 @@ lint: setup
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # the docs site (docs/, mkdocs.yml), offline; not --quiet: it hides warnings from --strict
 
-test: setup milvus-server infinity-venv lint test-suite test-milvus-server
+test: setup milvus-server infinity-venv mcp1-venv lint test-suite test-milvus-server
 
 # the two parts of the suite (.ci/run times each); --durations=20: the slowest tests in every CI log
-test-suite: setup infinity-venv
+test-suite: setup infinity-venv mcp1-venv
 	$(BIN)/python -m pytest -q -m "not milvus_server" --durations=20
 
 test-milvus-server: setup milvus-server
