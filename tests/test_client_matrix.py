@@ -207,17 +207,8 @@ def problems(seen: dict[str, Any]) -> list[str]:
     return found
 
 
-# Known break, kept visible: llama-index-tools-mcp 0.6.0's McpToolSpec turns each input schema into a
-# pydantic model and follows a $ref without end when a $defs entry refers to itself, as `filters` does
-# since a590bee (Logic.conditions -> Comparison | Logic): a RecursionError before any call, on both
-# transports. strict: the day the listed schema (or the adapter) stops recursing, this fails and goes.
-LLAMAINDEX_RECURSES = pytest.mark.xfail(raises=RecursionError, strict=True, reason=(
-    "llama-index-tools-mcp 0.6.0 recurses without end on the self-referencing `filters` schema ($defs Logic)"))
-
-
 @pytest.mark.parametrize("endpoint", ["stdio", "http"], indirect=True)
-@pytest.mark.parametrize("client", [pytest.param(c, marks=LLAMAINDEX_RECURSES) if c == "llamaindex" else c
-                                    for c in CLIENTS])
+@pytest.mark.parametrize("client", list(CLIENTS))
 def test_a_client_lists_and_calls_every_agent_tool(client: str, endpoint: Endpoint) -> None:
     if client == "sdk1" and not SDK1_PYTHON.exists():
         if os.environ.get("CI"):  # CI makes the venv (.ci/run's phase): its absence there is a failure

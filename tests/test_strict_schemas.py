@@ -1,14 +1,16 @@
 """Strict-mode-friendly agent schemas (issue 44), checked against OpenAI's strict-mode rules where
-we claim them: every object whose keys are known is closed (`additionalProperties: false`: the
-tools' arguments, a filter's comparison and logic node, recursively), no untyped value anywhere
-(a document's metadata values are JSON scalars, lists of them or objects), no keyword strict mode
-does not take. What is not claimed: every property `required` (optional arguments stay optional;
-the OpenAI Agents SDK's strict conversion marks them required itself), and closed metadata
-(its keys are the caller's, so add_documents and ingest_document cannot be strict). The schema
-and the server agree: what the schema refuses, the real server refuses with a clear message."""
+we claim them: every object whose keys are known is closed (`additionalProperties: false`), no
+untyped value anywhere (a document's metadata values are JSON scalars, lists of them or objects),
+no keyword strict mode does not take. What is not claimed: every property `required` (optional
+arguments stay optional; the OpenAI Agents SDK's strict conversion marks them required itself),
+closed metadata (its keys are the caller's, so add_documents and ingest_document cannot be strict),
+and a closed `filters` (search, delete_documents): listed closed it cost every agent 1,340 bytes of
+definitions per turn, and listed recursively it stopped LlamaIndex's MCP adapter; it is an open
+object with its shape in words, and the server refuses a malformed filter with a clear message."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,9 @@ from retriever.mcp.server import build_server
 from test_schemas import engine, listing
 
 # Tools whose every object is closed: the Agents SDK's strict conversion takes them as they are.
-STRICT = {"search", "get_document", "delete_documents", "list_collections", "web_search"}
+STRICT = {"get_document", "list_collections", "web_search"}
 OPEN_KEYS = {"add_documents", "ingest_document"}  # a document's metadata: the caller's keys, typed values
+OPEN_FILTERS = {"search", "delete_documents"}  # `filters`: an open object, its shape in its description
 SCALARS = ["string", "number", "boolean", "null"]
 # JSON Schema keywords strict mode does not take (OpenAI's structured outputs: "Supported schemas")
 UNSUPPORTED = {"allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "patternProperties",
@@ -49,9 +52,14 @@ def agent_tools() -> dict[str, Any]:
 
 
 def test_the_agent_schemas_follow_strict_modes_rules_where_claimed(agent_tools: dict[str, Any]) -> None:
-    assert set(agent_tools) == STRICT | OPEN_KEYS
+    assert set(agent_tools) == STRICT | OPEN_KEYS | OPEN_FILTERS
     for name, tool in agent_tools.items():
-        schema = tool["input_schema"]
+        schema = json.loads(json.dumps(tool["input_schema"]))
+        assert "$defs" not in json.dumps(schema), name  # nothing a client must resolve (or could recurse on)
+        if name in OPEN_FILTERS:  # the one open object, left out of the walk below
+            filters = schema["properties"].pop("filters")
+            assert filters["anyOf"] == [{"additionalProperties": True, "type": "object"}, {"type": "null"}]
+            assert "'operator': 'AND'|'OR'|'NOT'" in filters["description"]
         for node in nodes(schema):
             assert node != {} and not UNSUPPORTED & set(node), (name, node)  # nothing untyped, nothing unsupported
             assert "type" in node or "anyOf" in node or "$ref" in node, (name, node)
@@ -60,11 +68,6 @@ def test_the_agent_schemas_follow_strict_modes_rules_where_claimed(agent_tools: 
                 assert closed is False or (name in OPEN_KEYS and isinstance(closed, dict) and closed), (name, node)
         if name in STRICT:  # every object closed: a strict client sends nothing the server refuses
             assert all(n.get("additionalProperties") is False for n in nodes(schema) if n.get("type") == "object")
-    # a filter is one of two closed shapes, nested to any depth
-    defs = agent_tools["search"]["input_schema"]["$defs"]
-    assert defs["Comparison"]["required"] == ["field", "operator", "value"]
-    assert defs["Logic"]["properties"]["conditions"]["items"] == {"anyOf": [{"$ref": "#/$defs/Comparison"},
-                                                                            {"$ref": "#/$defs/Logic"}]}
     # metadata values: scalars, lists of scalars or objects, in both tools that take metadata
     meta = agent_tools["ingest_document"]["input_schema"]["properties"]["metadata"]["anyOf"][0]["additionalProperties"]
     item = agent_tools["add_documents"]["input_schema"]["properties"]["documents"]["items"]
@@ -97,13 +100,10 @@ def agent(built_project: Path, tmp_path: Path) -> Agent:
     return Agent(engine_for(copy_built(built_project, tmp_path / "p")))
 
 
-def test_the_filter_schema_and_the_server_agree(agent: Agent, agent_tools: dict[str, Any]) -> None:
-    check = jsonschema.Draft202012Validator(agent_tools["search"]["input_schema"])
+def test_the_server_takes_good_filters_and_names_a_malformed_one_s_problem(agent: Agent) -> None:
     for f in GOOD_FILTERS:
-        assert check.is_valid({"query": "x", "filters": f}), f
         agent.ok("search", {"query": "earthquakes", "filters": f})
     for f, said in BAD_FILTERS:
-        assert not check.is_valid({"query": "x", "filters": f}), f
         assert said in agent.error("search", {"query": "earthquakes", "filters": f}), f
         assert said in agent.error("delete_documents", {"filters": f}), f
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, with_config
-from typing_extensions import TypedDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
-from ..filters import COMPARISONS, LOGIC
 from ..search.rankers import MODES
 
 # ---- typed JSON where the server takes free-form objects (strict-mode-friendly schemas) ---------
@@ -46,25 +44,6 @@ DOCUMENT = {"type": "object", "properties": {"id": {"type": ["string", "integer"
 Document = Annotated[MetadataMap, AfterValidator(_document), WithJsonSchema(DOCUMENT)]
 
 
-CLOSED = ConfigDict(extra="forbid")  # a filter has exactly its shape's keys (filters.parse refuses others)
-
-
-@with_config(CLOSED)
-class Comparison(TypedDict):  # a filter's comparison (filters.py), as listed; filters.parse checks it
-    field: str
-    operator: Literal[COMPARISONS]  # type: ignore[valid-type]
-    value: Annotated[Any, WithJsonSchema({**META_VALUE, "type": [*SCALAR["type"], "array"]})]
-
-
-@with_config(CLOSED)
-class Logic(TypedDict):
-    operator: Literal[LOGIC]  # type: ignore[valid-type]
-    conditions: list[Comparison | Logic]
-
-
-# Validated as any object (filters.parse names a malformed filter's problem); listed with its shape.
-Filter = Annotated[dict[str, Any], BeforeValidator(lambda v: v, json_schema_input_type=Comparison | Logic)]
-
 Queries = Annotated[list[str] | str, Field(
     description="One query, or a list of queries; the reply has one list of hits per query, in order.")]
 BatchQueries = Annotated[list[list[str] | str], Field(
@@ -81,9 +60,13 @@ ScoreThreshold = Annotated[Annotated[float, Field(allow_inf_nan=False)] | None, 
 ScaleScore = Annotated[bool, Field(
     description="Map scores to 0..1 (dense cosine: (s+1)/2; BM25: expit(s/8); adaptive fusion: (s+1)/2; rrf and "
     "convex fusion: divided by the best possible score). Default: false.")]
-Filters = Annotated[Filter | None, Field(
-    description="Only documents matching this filter (a field is 'meta.<key>' or 'id'; a missing one does not match). "
-    "Default: none.")]
+# Listed as an open object with its shape in words: a closed listing costs every agent 1,340 bytes of
+# tool definitions per turn (search and delete_documents), and a recursive one stops LlamaIndex's MCP
+# adapter (RecursionError): filters.parse checks the shape and names a malformed filter's problem.
+Filters = Annotated[dict[str, Any] | None, Field(
+    description="Only documents matching this filter: {'field': 'meta.<key>' or 'id', 'operator': one of ==, !=, "
+    ">, >=, <, <=, in, not in, 'value': ...}, or {'operator': 'AND'|'OR'|'NOT', 'conditions': [...]}. A missing "
+    "field does not match. Default: none.")]
 ReturnText = Annotated[bool, Field(
     description="Include the passages (ret_psg). false: ids and scores only, a much smaller reply. Default: true.")]
 ReturnMetadata = Annotated[bool, Field(
