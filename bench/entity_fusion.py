@@ -348,7 +348,7 @@ def end_to_end(name: str, variants: tuple[str, ...] = ("off", "fused", "instead_
         engine.hybrid_search(qtexts[:5], top_k=100)  # warm
         callers = [("", label)]
         if where == "off":  # the gate is kept per caller (compute.CALLER: a token's digest over HTTP)
-            callers.append(("a-token-digest", label + ", as one token's caller over HTTP (its own query gate)"))
+            callers.append(("a-token-digest", label + ", in process as one token's caller (compute.CALLER set: its own query gate)"))
         for caller, row in callers:
             signals.forget_gates()  # the query gate starts empty, as in a fresh server
             t = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The framework retrievers over an MCP server (`from_mcp`, integrations/core.py McpServer): a real
+"""The framework retrievers over an MCP server (`from_mcp`, integrations/over_mcp.py McpServer): a real
 `retriever serve --transport http` with a bearer token on 127.0.0.1, searched by the official MCP
 SDK's client through each framework's own pipeline object, sync and async. Their hits equal what
 `from_yaml` (the library in process) gives for the same queries: ids, order, metadata, and scores to
