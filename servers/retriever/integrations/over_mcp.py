@@ -11,9 +11,10 @@ import threading
 import weakref
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlunsplit
 
 from ..errors import InvalidInputError, RemoteError
+from ..search.deployed import service_parts
 from ..security.redaction import detail
 from .core import Found, SearchOptions, next_offset, wanted_rows
 
@@ -41,12 +42,7 @@ def mcp_check(options: SearchOptions, where: str) -> None:
 def mcp_url(url: str) -> str:
     """The MCP endpoint: no scheme -> http://; a URL without a path gets `/mcp` (`retriever serve
     --transport http` and `retriever deploy --mcp` serve it there)."""
-    given = url.strip()
-    if not given.startswith(("http://", "https://")):
-        given = f"http://{given}"
-    parts = urlsplit(given)
-    if not parts.hostname:
-        raise InvalidInputError(f"MCP server URL {url!r} names no host")
+    parts = service_parts(url, "MCP server URL", InvalidInputError)
     return urlunsplit(parts._replace(path=parts.path if parts.path.strip("/") else "/mcp", fragment=""))
 
 

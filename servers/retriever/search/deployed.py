@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from ..config import Config
 from ..errors import ConfigError, ForbiddenError, RemoteError
@@ -23,15 +23,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def service_parts(url: str, name: str, error: type[Exception] = ConfigError) -> SplitResult:
+    """A service's URL read by UltraRAG's rule (no scheme -> http://), refused with `error` where it
+    names no host (`name`: what the message calls it)."""
+    given = url.strip()
+    if not given.startswith(("http://", "https://")):
+        given = f"http://{given}"
+    parts = urlsplit(given)
+    if not parts.hostname:
+        raise error(f"{name} {url!r} names no host")
+    return parts
+
+
 def search_url(retriever_url: str) -> str:
     """UltraRAG's rule: no scheme -> http://; the path becomes /search."""
-    url = retriever_url.strip()
-    if not url.startswith(("http://", "https://")):
-        url = f"http://{url}"
-    parts = urlsplit(url)
-    if not parts.hostname:
-        raise ConfigError(f"retriever_url {retriever_url!r} names no host")
-    return urlunsplit(parts._replace(path="/search", query="", fragment=""))
+    return urlunsplit(service_parts(retriever_url, "retriever_url")._replace(path="/search", query="", fragment=""))
 
 
 def target(cfg: Config, given: str | None) -> str:
