@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -45,17 +46,16 @@ class Turns(Executor):
     def __init__(self, name: str = _NAME) -> None:
         self._name = name
         self._cond = threading.Condition()
-        self._queues: dict[str, deque[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]]] = {}
+        self._queues: dict[str, deque[tuple[Future[Any], Callable[[], Any]]]] = {}
         self._thread: threading.Thread | None = None
         self._closed = False
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         future: Future[T] = Future()
-        work = (lambda: fn(*args, **kwargs)) if kwargs else fn
         with self._cond:
             if self._closed:
                 raise RuntimeError("the compute thread has stopped (the interpreter is exiting)")
-            self._queues.setdefault(CALLER.get(), deque()).append((future, work, args if not kwargs else ()))
+            self._queues.setdefault(CALLER.get(), deque()).append((future, partial(fn, *args, **kwargs)))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
                 self._thread.start()
@@ -67,7 +67,7 @@ class Turns(Executor):
         with self._cond:
             return {caller: len(q) for caller, q in self._queues.items()}
 
-    def _next(self) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None:
+    def _next(self) -> tuple[Future[Any], Callable[[], Any]] | None:
         with self._cond:
             self._cond.wait_for(lambda: self._queues or self._closed)
             if not self._queues:
@@ -81,23 +81,23 @@ class Turns(Executor):
 
     def _serve(self) -> None:
         while (work := self._next()) is not None:
-            future, fn, args = work
+            future, fn = work
             if not future.set_running_or_notify_cancel():  # taken back by its caller (Pending.result)
                 continue
             try:
-                result = fn(*args)
+                result = fn()
             except BaseException as e:  # as ThreadPoolExecutor: result() raises it
                 future.set_exception(e)
             else:
                 future.set_result(result)
-            del work, future, fn, args  # no reference kept to a result while waiting for the next
+            del work, future, fn  # no reference kept to a result while waiting for the next
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._cond:
             self._closed = True
             if cancel_futures:
                 for queue in self._queues.values():
-                    for future, _, _ in queue:
+                    for future, _ in queue:
                         future.cancel()
                 self._queues.clear()
             self._cond.notify_all()

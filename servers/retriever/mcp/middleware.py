@@ -81,18 +81,10 @@ def serve_tasks(server: Any, errors: ToolErrors) -> None:
         params = ctx.params or {}
         if ctx.method != "tools/call" or params.get("task") is None or ctx.protocol_version not in tasks.VERSIONS:
             return await call_next(ctx)
-        name, arguments, task = params.get("name"), params.get("arguments") or {}, params["task"]
-        refused = tasks.refusal(errors.gate.tools, name)
-        if refused is not None:
-            raise MCPError(code=refused.code, message=str(refused))
-        if not isinstance(arguments, dict):
-            raise MCPError(code=tasks.INVALID_PARAMS, message="Invalid params: tools/call takes arguments as an object")
         try:
-            made = errors.tasks.create(_owner(ctx), str(name), task.get("ttl") if isinstance(task, dict) else None,
-                                       lambda progress: errors.gate.call_result(str(name), arguments, progress))
+            return errors.tasks.start(_owner(ctx), errors.gate, params)
         except tasks.TaskError as e:
             raise MCPError(code=e.code, message=str(e)) from None
-        return {"task": made.wire()}
 
     def handler(method: str) -> Callable[[Any, Any], Awaitable[dict[str, Any]]]:
         async def answer(ctx: Any, params: Any) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from .. import package_version
@@ -34,7 +34,7 @@ from ..api.registry import instructions
 from ..api.replies import json_bytes, reply
 from ..api.tool import Tool
 from ..errors import RetrieverError
-from ..security.limits import Report, cancelled
+from ..security.limits import cancelled
 from . import definitions, tasks
 from .core import Gate, serve_call
 from .core import tool_result as _tool_result
@@ -200,24 +200,13 @@ class StdioServer:
 
     def _start_task(self, rid: Any, params: dict[str, Any]) -> None:
         """A tools/call the client asked to run as a task: the task at once, the call on in the background."""
-        name, arguments = params.get("name"), params.get("arguments") or {}
-        refused = tasks.refusal(self.gate.tools, name)
-        if refused is not None:
-            raise ProtocolError(refused.code, str(refused))
-        if not isinstance(arguments, dict):
-            raise ProtocolError(INVALID_PARAMS, "Invalid params: tools/call takes arguments as an object")
-        meta, task = params.get("_meta"), params.get("task")
+        meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         told = self.progress(token) if isinstance(token, str | int) and _valid_id(token) else None
-
-        def run(report: Report) -> Awaitable[dict[str, Any]]:  # progress to the task, and to the token's owner
-            return self.gate.call_result(str(name), arguments, report if told is None else tasks.both(report, told))
-
         try:
-            made = self.tasks.create("", str(name), task.get("ttl") if isinstance(task, dict) else None, run)
+            self.send({"jsonrpc": "2.0", "id": rid, "result": self.tasks.start("", self.gate, params, told)})
         except tasks.TaskError as e:
             raise ProtocolError(e.code, str(e)) from None
-        self.send({"jsonrpc": "2.0", "id": rid, "result": {"task": made.wire()}})
 
     def _answer_task(self, rid: Any, method: str, params: dict[str, Any]) -> None:
         """tasks/get, /result (which waits for the task's end), /cancel, /list, on a task of their own."""

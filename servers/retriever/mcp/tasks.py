@@ -20,9 +20,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..security.limits import Report
+
+if TYPE_CHECKING:
+    from .core import Gate
 
 log = logging.getLogger("retriever.mcp")
 
@@ -114,6 +117,20 @@ class Tasks:
         asyncio.get_running_loop().call_later(task.ttl / 1000, self._drop_expired)
         return task
 
+    def start(self, owner: str, gate: Gate, params: dict[str, Any], also: Report | None = None) -> dict[str, Any]:
+        """A tools/call (`params`) the client asked to run as a task, for both servers: the task's
+        answer at once, the call on in the background through `gate` (its progress to the task's
+        statusMessage, and to `also` where the client gave a progressToken); TaskError if refused."""
+        name, arguments, task = params.get("name"), params.get("arguments") or {}, params.get("task")
+        refused = _refusal(gate.tools, name)
+        if refused is not None:
+            raise refused
+        if not isinstance(arguments, dict):
+            raise TaskError(INVALID_PARAMS, "Invalid params: tools/call takes arguments as an object")
+        made = self.create(owner, str(name), task.get("ttl") if isinstance(task, dict) else None,
+                           lambda report: gate.call_result(str(name), arguments, _both(report, also)))
+        return {"task": made.wire()}
+
     async def _run(self, task: Task, run: Callable[[Report], Awaitable[dict[str, Any]]]) -> None:
         try:
             result = await run(task.progress)
@@ -171,14 +188,17 @@ class Tasks:
         raise TaskError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
 
-def both(first: Report, then: Report) -> Report:
+def _both(first: Report, then: Report | None) -> Report:
+    if then is None:
+        return first
+
     def report(done: int, total: int, what: str) -> None:
         first(done, total, what)
         then(done, total, what)
     return report
 
 
-def refusal(tools: dict[str, Any], name: Any) -> TaskError | None:
+def _refusal(tools: dict[str, Any], name: Any) -> TaskError | None:
     """Why a tools/call of `name` may not run as a task (None: it may): MCP says -32601 for a tool
     whose listing has no taskSupport."""
     tool = tools.get(name) if isinstance(name, str) else None
@@ -188,4 +208,4 @@ def refusal(tools: dict[str, Any], name: Any) -> TaskError | None:
     return None
 
 
-__all__ = ["CAPABILITY", "METHODS", "VERSIONS", "Task", "TaskError", "Tasks", "both", "refusal"]
+__all__ = ["CAPABILITY", "METHODS", "VERSIONS", "Task", "TaskError", "Tasks"]
