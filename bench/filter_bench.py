@@ -27,7 +27,7 @@ from milvus_bench import OUT, SCIFACT, embed  # noqa: E402
 from retriever.config import BM25Config  # noqa: E402
 from retriever.filters import parse  # noqa: E402
 from retriever.indexes.bm25 import BM25Index  # noqa: E402
-from retriever.indexes.faiss import FaissIndex  # noqa: E402
+from retriever.indexes.faiss.index import FaissIndex  # noqa: E402
 from retriever.store.corpus import DocStore  # noqa: E402
 
 K, BUCKET = 10, 7

@@ -94,7 +94,7 @@ def _check_bucket_faiss(index, queries, params, rows) -> bool:
 
 
 def bench_milvus(uri: str, ids, texts, docs, queries, chunk: int, consistency: str) -> dict:
-    from retriever.indexes.milvus import MilvusStore
+    from retriever.indexes.milvus.store import MilvusStore
 
     store = MilvusStore(uri, None, "bench_scifact", chunk=chunk, read_consistency=consistency)
     if store.exists():

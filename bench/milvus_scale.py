@@ -61,7 +61,7 @@ def main() -> None:
     p.add_argument("--queries", type=int, default=200)
     args = p.parse_args()
     from milvus_server import running_milvus_server
-    from retriever.indexes.milvus import MilvusStore
+    from retriever.indexes.milvus.store import MilvusStore
 
     folder = OUT / str(args.size)
     vectors = np.load(folder / "out" / "embedding.npy", mmap_mode="r")

@@ -80,7 +80,7 @@ def timed_index(vectors: np.ndarray, queries: np.ndarray, factory: str, tuning: 
                 k: int) -> tuple[Any, np.ndarray, np.ndarray, float, float]:
     """An index_factory built from `vectors` and searched with `queries` in one batch: the index,
     its rows and scores, build seconds, queries per second."""
-    from retriever.indexes.faiss import FaissIndex
+    from retriever.indexes.faiss.index import FaissIndex
 
     t = time.perf_counter()
     index = FaissIndex.build(vectors, 100_000, factory=factory, tuning=tuning)
@@ -97,7 +97,7 @@ def recall_at_10(found: np.ndarray, exact: np.ndarray) -> float:
 def faiss_choices(vectors: np.ndarray, queries: np.ndarray, factories: list[str]) -> list[str]:
     """Each index_factory built from the vectors: build s, size, QPS (one batch of queries), recall@10."""
     import faiss
-    from retriever.indexes.faiss import FaissIndex
+    from retriever.indexes.faiss.index import FaissIndex
 
     rows = []
     exact = None

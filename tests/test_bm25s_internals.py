@@ -106,7 +106,7 @@ def _save_and_load() -> None:
 
 
 def _stopwords() -> None:
-    """bm25s.stopwords.STOPWORDS_CHINESE (lang zh) and STOPWORDS_EN (indexes/milvus_fulltext.py)."""
+    """bm25s.stopwords.STOPWORDS_CHINESE (lang zh) and STOPWORDS_EN (indexes/milvus/fulltext.py)."""
     from bm25s.stopwords import STOPWORDS_CHINESE, STOPWORDS_EN
 
     assert "的" in STOPWORDS_CHINESE and "the" in STOPWORDS_EN

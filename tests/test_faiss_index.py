@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from retriever.errors import ConfigError, IndexMismatchError, InvalidInputError
 from retriever.indexes import Change
-from retriever.indexes.faiss import FaissIndex
+from retriever.indexes.faiss.index import FaissIndex
 from retriever.types import Document
 
 
@@ -153,7 +153,7 @@ def test_an_ivf_index_from_the_yaml_answers_filtered_searches(tmp_path) -> None:
 
 
 def test_ann_training_samples_enough_rows_for_every_list() -> None:
-    from retriever.indexes.faiss import new_index, training_rows
+    from retriever.indexes.faiss.index import new_index, training_rows
 
     ivf = new_index(8, "IVF4096,Flat")
     rows = training_rows(ivf, 1_000_000)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from retriever.errors import InvalidInputError
 from retriever.filters import matches, parse
-from retriever.indexes.milvus_filters import to_milvus
+from retriever.indexes.milvus.filters import to_milvus
 
 DOCS = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
 META = {d["id"]: {"topic": d["topic"], "year": d["year"]} for d in DOCS}

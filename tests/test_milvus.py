@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from retriever.errors import IndexMismatchError, InvalidInputError, MissingDependencyError
-from retriever.indexes.milvus import (
+from retriever.indexes.milvus.store import (
     MilvusError,
     MilvusFields,
     MilvusLiteLockedError,
@@ -301,7 +301,7 @@ def test_duplicate_ids_in_one_upsert_are_refused(store: MilvusStore) -> None:
 
 HOLDER = """
 import sys, time
-from retriever.indexes.milvus import MilvusStore
+from retriever.indexes.milvus.store import MilvusStore
 MilvusStore(sys.argv[1], None, "held")
 print("open", flush=True)
 time.sleep(120)
@@ -402,8 +402,8 @@ def test_a_filter_milvus_cannot_read_is_not_echoed_back(store: MilvusStore) -> N
     echoing the whole expression (the caller's values) in its error."""
     from retriever.errors import InvalidInputError
     from retriever.filters import parse
-    from retriever.indexes.milvus import MilvusError
-    from retriever.indexes.milvus_filters import to_milvus
+    from retriever.indexes.milvus.filters import to_milvus
+    from retriever.indexes.milvus.store import MilvusError
 
     with pytest.raises(InvalidInputError, match="control character U\\+0001"):
         to_milvus(parse({"field": "meta.name", "operator": "==", "value": "secret-ish \x01 value"}))

@@ -146,7 +146,7 @@ def test_a_collection_of_another_model_is_refused(project: Path) -> None:
 
 
 def test_a_crash_between_the_log_and_milvus_is_repaired_at_start(project: Path, monkeypatch) -> None:
-    from retriever.indexes.milvus_index import MilvusIndex
+    from retriever.indexes.milvus.index import MilvusIndex
 
     m = milvus(project)
     m.embed(overwrite=True, progress=False)

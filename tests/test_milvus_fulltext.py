@@ -17,7 +17,7 @@ import pytest
 import yaml
 from conftest import MCP, engine_for
 from retriever.filters import matches, parse
-from retriever.indexes.milvus_client import MilvusVersionError
+from retriever.indexes.milvus.client import MilvusVersionError
 from retriever.search.fusion import fuse
 
 # one word each, spelt as in the document that holds it (Milvus Lite's analyzer does not stem)
@@ -178,7 +178,7 @@ print(json.dumps({"status": status, "dense": [h.id for h in e.search(q, top_k=3)
 
 
 def test_a_new_process_searches_the_same_lite_file_without_reindexing(built_project: Path, tmp_path: Path) -> None:
-    from retriever.indexes import milvus_index
+    from retriever.indexes.milvus import index as milvus_index
 
     uri = str(tmp_path / "own.db")  # a database of its own: Milvus Lite allows one process per file
     project = full_text_project(built_project, tmp_path / "p", uri)
@@ -225,7 +225,7 @@ def test_the_2_3_server_refuses_full_text_at_init_and_keeps_the_other_modes(buil
     demo.init(index_backend_configs={"milvus": {"uri": milvus_server_uri, "full_text": False}}, is_demo=True)
     assert demo.index()["documents"] == 30
     assert ids(demo.search("what causes earthquakes", top_k=1))[0]
-    from retriever.indexes.milvus import list_collections
+    from retriever.indexes.milvus.store import list_collections
 
     assert not [c for c in list_collections(milvus_server_uri) if c.startswith("mcp_retriever_probe_")]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from retriever.indexes.milvus import MilvusStore
+from retriever.indexes.milvus.store import MilvusStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = ROOT / "data" / "scifact"

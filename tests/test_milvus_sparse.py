@@ -1,5 +1,5 @@
 """The `sparse` kind in a Milvus collection that holds the documents (is_demo / full_text with
-`sparse.model_name_or_path`: indexes/milvus_sparse.py), on Milvus Lite with the tiny random MLM
+`sparse.model_name_or_path`: indexes/milvus/sparse.py), on Milvus Lite with the tiny random MLM
 built at test time: its hits are a brute-force ranking by the SparseEncoder's own dot products over
 the same documents, with a filter, after add / upsert / delete and after the collection is reopened;
 hybrid fuses it; a collection made without the model keeps its old schema and is refused for
@@ -18,8 +18,8 @@ import yaml
 from conftest import engine_for
 from retriever.errors import IndexMismatchError, IndexMissingError, NotYetSupportedError
 from retriever.filters import matches, parse
-from retriever.indexes import milvus_sparse
-from retriever.indexes.milvus_client import MilvusVersionError
+from retriever.indexes.milvus import sparse as milvus_sparse
+from retriever.indexes.milvus.client import MilvusVersionError
 from retriever.search.fusion import fuse
 from test_sparse import brute_force, build_tiny_mlm
 
@@ -142,7 +142,7 @@ def test_hybrid_rrf_fuses_dense_and_sparse_in_bm25s_place(indexed) -> None:
 
 def test_add_upsert_delete_then_reopened(built_project: Path, tiny_mlm: Path, tmp_path: Path) -> None:
     from milvus_lite.server_manager import server_manager_instance
-    from retriever.indexes import milvus_index
+    from retriever.indexes.milvus import index as milvus_index
 
     uri = str(tmp_path / "own.db")  # a database of its own, released and reopened below
     project = held_project(built_project, tmp_path / "p", uri, tiny_mlm, full_text=False)  # is_demo
@@ -175,7 +175,7 @@ def test_without_a_sparse_model_nothing_changes_and_sparse_is_refused(built_proj
     plain = engine_for(project)
     plain.init()
     plain.index()
-    from retriever.indexes import milvus_index
+    from retriever.indexes.milvus import index as milvus_index
 
     store = milvus_index._STORES[(lite_uri, plain.config.collection_name)]
     names = [f["name"] for f in store._client.describe_collection(store.collection)["fields"]]
@@ -205,7 +205,7 @@ def test_a_changed_model_is_refused(indexed, tmp_path: Path) -> None:
 @pytest.mark.milvus_server
 def test_the_2_3_server_refuses_a_sparse_model_at_init(built_project: Path, tiny_mlm: Path, tmp_path: Path,
                                                        milvus_server_uri: str) -> None:
-    from retriever.indexes.milvus import list_collections
+    from retriever.indexes.milvus.store import list_collections
 
     project = held_project(built_project, tmp_path / "p", milvus_server_uri, tiny_mlm, full_text=False)
     with pytest.raises(MilvusVersionError, match="cannot keep sparse vectors.*Milvus 2.4 or newer"):

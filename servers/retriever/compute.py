@@ -173,7 +173,7 @@ def submit(fn: Callable[..., T], *args: object) -> Pending[T]:
 
 class SharedLock:
     """Readers share it, a writer holds it alone; a waiting writer goes before readers that come
-    after it. The FAISS index's own (indexes/faiss.py): work here usually runs on the compute
+    after it. The FAISS index's own (indexes/faiss/index.py): work here usually runs on the compute
     thread, one call at a time, but a worker may take its work back (`PATIENCE`), and an append
     run that way must not reach the index while a search is inside it."""
 

@@ -14,7 +14,7 @@ a non-empty list, looked up in a set (a document costs the same whatever the lis
 filter holds at most MAX_VALUES values in its lists together. NaN and infinities are refused.
 
 `parse` checks a dictionary once and gives a tree of frozen nodes; `matches` evaluates it in
-Python; a backend that evaluates filters itself translates the tree (indexes/milvus_filters.py).
+Python; a backend that evaluates filters itself translates the tree (indexes/milvus/filters.py).
 """
 
 from __future__ import annotations

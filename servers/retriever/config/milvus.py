@@ -58,7 +58,7 @@ class MilvusConfig(_Model):
     # Milvus holds everything: documents, dense vectors and a BM25 sparse vector made by Milvus's
     # BM25 function (analyzer from backend_configs.bm25.lang), so dense, BM25 and hybrid search run
     # against Milvus alone, with no local corpus or index files (as is_demo, plus BM25). Needs Milvus
-    # 2.5 or newer, or Milvus Lite 3.x (checked at retriever_init). indexes/milvus_fulltext.py
+    # 2.5 or newer, or Milvus Lite 3.x (checked at retriever_init). indexes/milvus/fulltext.py
     full_text: bool = False
     sparse_field_name: str = "sparse"  # the BM25 sparse vector field (full_text)
     # Who analyses the text for Milvus's BM25 (full_text). bm25s: this server, as the local BM25 does

@@ -15,7 +15,7 @@ from ..errors import AlreadyExistsError, IndexMissingError, NotYetSupportedError
 from ..filters import Filter
 from ..filters import parse as parse_filter
 from ..indexes import DocumentStore, View
-from ..indexes.milvus_sparse import RECORD as SPARSE_RECORD
+from ..indexes.milvus.sparse import RECORD as SPARSE_RECORD
 from ..search import BM25, Dense, Hybrid, Ranker, learned_sparse, run, stored
 from ..security.limits import caller_progress
 from ..session import Session, bm25_manifest, build_bm25
@@ -182,7 +182,7 @@ class Held:
 
 def held_sparse_index(s: Session) -> Report:
     """sparse_index where the backend holds the documents: nothing to build, it keeps each
-    document's learned-sparse vector, written with the document (indexes/milvus_sparse.py)."""
+    document's learned-sparse vector, written with the document (indexes/milvus/sparse.py)."""
     learned_sparse.SparseModel.of(s.config.sparse)  # names the setting where there is no sparse model
     saved = s.dense.manifest.get(SPARSE_RECORD) if s.dense is not None else None
     if saved is None:

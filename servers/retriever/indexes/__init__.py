@@ -1,4 +1,4 @@
-"""Index backends: FAISS on disk (faiss*.py) and Milvus, Lite or server (milvus*.py), chosen by
+"""Index backends: FAISS on disk (faiss/) and Milvus, Lite or server (milvus/), chosen by
 backend_for; BM25 (bm25.py) and the learned-sparse inverted index (inverted.py)."""
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ def backend_for(cfg: Config) -> tuple[VectorBackend, DocumentStore | None]:
     name = cfg.index_backend
     match name:
         case "milvus":
-            from .milvus_backend import MilvusBackend
+            from .milvus.backend import MilvusBackend
 
             mcfg = cfg.index_backend_configs.milvus
-            if mcfg.full_text:  # Milvus holds everything, BM25 included (milvus_fulltext.py)
-                from .milvus_fulltext import full_text_of
+            if mcfg.full_text:  # Milvus holds everything, BM25 included (milvus/fulltext.py)
+                from .milvus.fulltext import full_text_of
 
                 terms = mcfg.terms_field_name if mcfg.full_text_analyzer == "bm25s" else None
                 milvus = MilvusBackend(demo=True, full_text=full_text_of(cfg.backend_configs.bm25,
@@ -42,7 +42,7 @@ def backend_for(cfg: Config) -> tuple[VectorBackend, DocumentStore | None]:
                 milvus = MilvusBackend(demo=cfg.is_demo)
             return milvus, milvus if milvus.holds else None
         case "faiss":
-            from .faiss_backend import FaissBackend
+            from .faiss.backend import FaissBackend
 
             return FaissBackend(), None
         case _:

@@ -62,7 +62,7 @@ class VectorIndex(Protocol):
 
 class SparseEncoding(Protocol):
     """A learned-sparse model (search/learned_sparse.SparseModel), handed down to a backend that
-    keeps its vectors itself (Milvus holding the documents: milvus_sparse.py)."""
+    keeps its vectors itself (Milvus holding the documents: milvus/sparse.py)."""
 
     @property
     def record(self) -> dict[str, Any]:

@@ -127,7 +127,7 @@ class BM25Index:
     kind = "bm25"
 
     def __init__(self, model: Any, tokenizer: Any, manifest: dict[str, Any], rows: np.ndarray | None = None,
-                 delta: Delta | None = None) -> None:
+                 delta: Delta | None = None, positive: bool | None = None) -> None:
         self._model = model
         self._rows = rows  # index position -> collection row; None: the same number
         self._tokenizer = tokenizer
@@ -139,6 +139,21 @@ class BM25Index:
         self._column = np.full(max(vocab.values(), default=-1) + 1, -1, dtype=np.int64)
         for term, token_id in vocab.items():
             self._column[token_id] = model.vocab_dict.get(term, -1)
+        self._columns: list[int] = self._column.tolist()  # the same, read per query token without numpy
+        self._positive = positive
+
+    @property
+    def positive(self) -> bool:
+        """Whether a document's score is above 0 exactly when it shares a term with the query:
+        no score for a term a document lacks (not bm25l or bm25+) and every stored term score
+        above 0 (a robertson idf is negative for a term in over half the documents, an atire idf
+        0 for a term in all). A sum of positive float32 numbers is positive, so `score > 0` is
+        then the postings' union (`_matching`) without reading the postings."""
+        if self._positive is None:
+            data = self._model.scores["data"]
+            self._positive = self._model.method not in ("bm25l", "bm25+") and (not len(data) or
+                                                                                bool(data.min() > 0))
+        return self._positive
 
     @classmethod
     def build(cls, texts: Iterable[str], cfg: BM25Config, show_progress: bool = True,
@@ -171,7 +186,7 @@ class BM25Index:
     def with_added(self, texts: Iterable[str], rows: np.ndarray) -> BM25Index:
         """This index with documents `texts` (at collection `rows`) in its delta; no copy of the base."""
         return BM25Index(self._model, self._tokenizer, self.manifest, self._rows,
-                         Delta.grown(self, self.delta, texts, rows))
+                         Delta.grown(self, self.delta, texts, rows), self._positive)
 
     def base_rows(self) -> np.ndarray:
         """The collection rows the base covers, by position."""
@@ -195,7 +210,8 @@ class BM25Index:
     def _tokenized(self, queries: Sequence[str]) -> list[list[int]]:
         """Queries as token ids, with the delta's vocabulary when there is one (it holds the base's)."""
         tokenizer = self.delta.tokenizer if self.delta is not None else self._tokenizer
-        out = tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
+        # "stream": the ids of return_as="ids" without its progress bar object (20 us a call)
+        out = list(tokenizer.tokenize(list(queries), update_vocab=False, return_as="stream"))
         # bm25s gives an unknown word, and a document with no word, the empty string's id: a query
         # of unknown words would match the documents with no word (a text of digits, say)
         empty = tokenizer.get_vocab_dict().get("")
@@ -258,20 +274,21 @@ class BM25Index:
         """Per query: rows best first and their scores, at most k; documents that share no
         term with the query are not results, so a query of unknown words finds none.
         `allowed` (a boolean mask over rows) zeroes every other row before the top k is taken."""
-        delta = self.delta
-        tokens = self._tokenized(queries)
+        delta, known, n = self.delta, self._columns, len(self._columns)
         mask = allowed if allowed is None or self._rows is None else allowed[self._rows]
         delta_mask = None if allowed is None or delta is None else allowed[delta.rows]
         rows_out, scores_out = [], []
-        for token_ids in tokens:
-            ids = np.asarray(token_ids, dtype=np.int64)
-            columns = self._column[ids[ids < len(self._column)]] if token_ids else np.empty(0, np.int64)
-            columns = columns[columns >= 0].tolist()
-            scores = self._model.get_scores_from_ids(columns) if columns else np.zeros(self.documents, np.float32)
-            # A result shares a term with the query. Not `score > 0`: bm25l and bm25+ give every
-            # document a positive score, matching or not.
-            rows, found = _best(scores, self._matching(columns, len(scores)), mask, k)
-            rows = rows if self._rows is None else self._rows[rows]
+        for token_ids in self._tokenized(queries):
+            columns = [c for t in token_ids if t < n and (c := known[t]) >= 0]
+            if columns:
+                scores = self._model.get_scores_from_ids(columns)
+                # A result shares a term with the query. Not `score > 0` where bm25l and bm25+ give
+                # every document a positive score, matching or not (`positive`).
+                keep = scores > 0 if self.positive else self._matching(columns, len(scores))
+                rows, found = _best(scores, keep, mask, k)
+                rows = rows if self._rows is None else self._rows[rows]
+            else:
+                rows, found = np.empty(0, np.int64), np.empty(0, np.float32)
             if delta is not None:  # its own top k, merged: ties in row order, as one index would give
                 more, more_found = _best(*delta.scores(token_ids), delta_mask, k)
                 rows, found = np.concatenate([rows, delta.rows[more]]), np.concatenate([found, more_found])
@@ -283,12 +300,14 @@ class BM25Index:
 
 
 def _best(scores: np.ndarray, keep: np.ndarray, allowed: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the top `k` scores among those kept (and allowed), and their scores."""
+    """Positions of the top `k` scores among those kept (and allowed), and their scores: the
+    top k of the kept positions alone (ascending, so equal scores stay in row order)."""
     if allowed is not None:
         keep &= allowed[: len(scores)]
-    rows = top_k(np.where(keep, scores, -np.inf), k)
-    rows = rows[keep[rows]]
-    return rows, scores[rows]
+    kept = np.flatnonzero(keep)
+    found = scores[kept]
+    top = top_k(found, k)
+    return kept[top], found[top]
 
 
 def _extended(tokenizer: Any) -> Any:

@@ -11,11 +11,9 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     k = min(k, n)
     if k <= 0:
         return np.empty(0, dtype=np.int64)
-    if k < n:
-        kth = np.partition(scores, n - k)[n - k]
-        above = np.flatnonzero(scores > kth)
-        ties = np.flatnonzero(scores == kth)[: k - len(above)]
-        rows = np.concatenate([above, ties])
+    if k < n:  # the rows at or above the k-th best score: those above it and every tie with it
+        rows = np.flatnonzero(scores >= np.partition(scores, n - k)[n - k])
     else:
         rows = np.arange(n)
-    return rows[np.lexsort((rows, -scores[rows]))].astype(np.int64)
+    # a stable sort keeps the ascending rows of equal scores in row order; ties past k are cut
+    return rows[np.argsort(-scores[rows], kind="stable")[:k]].astype(np.int64, copy=False)

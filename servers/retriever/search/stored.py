@@ -7,7 +7,7 @@ What differs from a local collection's hybrid (search/rankers.py Hybrid):
 
 - adaptive fusion divides BM25 scores by the query's highest possible score, as locally, where
   the backend knows it: Milvus does not expose per-term document frequencies, so with
-  `full_text_analyzer: bm25s` the writer keeps them in Milvus (indexes/milvus_df.py) and the
+  `full_text_analyzer: bm25s` the writer keeps them in Milvus (indexes/milvus/df.py) and the
   bound is (k1 + 1) times the sum of the query's terms' idf (bm25s's bound times Milvus's (k1 + 1):
   the same scaled scores). Without them (`full_text_analyzer: milvus`) each query's BM25 scores
   are divided by its own best BM25 score (the rule used for unnormalised dense inner products).
@@ -69,7 +69,7 @@ def bm25(s: Session, store: DocumentStore, queries: list[str], k: int, f: Filter
 def sparse(s: Session, store: DocumentStore, queries: list[str], k: int, f: Filter | None, scale_score: bool,
            threshold: float | None) -> Hits:
     """Learned-sparse hits ranked by the backend (a collection made with parameter.yaml's sparse
-    model: indexes/milvus_sparse.py), `k` per query."""
+    model: indexes/milvus/sparse.py), `k` per query."""
     model = _sparse_model(s)
     reranking = rerank.plan(s.config.rerank)  # the cross-encoder stage (rerank.py): scores its own, unscaled
     depth = k if reranking is None else reranking.retrieve(k)
@@ -142,7 +142,7 @@ def _embedder(s: Session, what: str) -> Embedder:
 
 def _bounds(s: Session, h: HybridConfig, queries: list[str]) -> list[float | None]:
     """Adaptive fusion's BM25 scale per query: the highest score its terms allow, where the backend
-    keeps the document frequencies to know it (Milvus, full_text_analyzer bm25s: milvus_df.py)."""
+    keeps the document frequencies to know it (Milvus, full_text_analyzer bm25s: indexes/milvus/df.py)."""
     found = getattr(s.dense, "bm25_bounds", None) if h.fusion == "adaptive" else None
     bounds = found(queries) if callable(found) else None
     return list(bounds) if bounds is not None else [None] * len(queries)

@@ -35,7 +35,7 @@ KEYED_URLS = {
     **{f"websearch_backend_configs.{p}.base_url": f"websearch_backend_configs.{p}.api_key"
        for p in ("exa", "tavily", "zhipuai")},
 }
-MILVUS_TOKEN_ENV = "MILVUS_TOKEN"  # what indexes/milvus_index.py falls back to
+MILVUS_TOKEN_ENV = "MILVUS_TOKEN"  # what indexes/milvus/index.py falls back to
 # The models and servers of the rerank stage and the sparse retriever (config/ranking.py): the YAML's only.
 OPERATOR_ONLY = ("rerank.model_name_or_path", "rerank.url", "rerank.api_key", "sparse.model_name_or_path")
 REMOTE_CODE = ("backend_configs.sentence_transformers.trust_remote_code", "backend_configs.infinity.trust_remote_code")

@@ -1,7 +1,7 @@
 """Full text in Milvus (`index_backend_configs.milvus.full_text: true`): BM25 computed by Milvus.
 
 Who analyses the text is `full_text_analyzer`. `bm25s` (the default): this server does, as the
-local BM25 does (milvus_terms.py), and writes the terms into a field of their own (`terms`) that
+local BM25 does (terms.py), and writes the terms into a field of their own (`terms`) that
 Milvus's BM25 function reads; Milvus then scores the terms bm25s would (SciFact: bench/RESULTS.md
 "fulltext-scifact"). `milvus`: Milvus's analyzer reads the text field itself, as follows.
 
@@ -34,12 +34,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import IndexMismatchError
-from .milvus_client import MilvusError, MilvusVersionError, _display, _pymilvus
+from ...errors import IndexMismatchError
+from .client import MilvusError, MilvusVersionError, display, load_pymilvus
 
 if TYPE_CHECKING:
-    from ..config import BM25Config
-    from .milvus_terms import Terms
+    from ...config import BM25Config
+    from .terms import Terms
 
 log = logging.getLogger(__name__)
 FUNCTION = "mcp_retriever_bm25"
@@ -58,7 +58,7 @@ class FullText:
     b: float = 0.75
     lang: str = "en"
     terms_field: str | None = None  # full_text_analyzer bm25s: the field of our terms, which BM25 reads
-    terms: Terms | None = field(default=None, compare=False, repr=False)  # makes them (milvus_terms.py)
+    terms: Terms | None = field(default=None, compare=False, repr=False)  # makes them (terms.py)
 
     def record(self) -> dict[str, Any]:
         """What a collection's info records (a change of any of these needs a rebuild)."""
@@ -77,7 +77,7 @@ class FullText:
     def add_to(self, schema: Any, index: Any, text_field: str, max_length: int = 65535) -> None:
         """The sparse field, the BM25 function that fills it from `text_field` (or from the terms
         field, added here), and its index."""
-        pymilvus = _pymilvus()
+        pymilvus = load_pymilvus()
         source = text_field
         if self.terms_field:
             source = self.terms_field
@@ -96,11 +96,11 @@ class FullText:
 def full_text_of(cfg: BM25Config, sparse_field: str, terms_field: str | None = None) -> FullText:
     """The analyzer and BM25 parameters `backend_configs.bm25` asks for, as Milvus takes them.
     With `terms_field` (full_text_analyzer bm25s) the terms are ours and Milvus only splits them."""
-    from ..errors import InvalidInputError
-    from .bm25 import tokenizer_name
+    from ...errors import InvalidInputError
+    from ..bm25 import tokenizer_name
 
     if terms_field:
-        from .milvus_terms import Terms
+        from .terms import Terms
 
         return FullText(sparse_field, {"tokenizer": "standard"}, cfg.k1, cfg.b, cfg.lang, terms_field, Terms(cfg))
     tokenizer = tokenizer_name(cfg)
@@ -143,7 +143,7 @@ def probe(store: Any, ft: FullText) -> None:
     read it back, drop it. A Milvus without the function refuses the schema (2.3: no sparse
     vectors) or drops the function it does not know (2.4); either way full_text is refused with
     what to upgrade."""
-    pymilvus = _pymilvus()
+    pymilvus = load_pymilvus()
     client, name = store._client, f"mcp_retriever_probe_{uuid.uuid4().hex[:12]}"
     fields = store.fields
     schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -153,7 +153,7 @@ def probe(store: Any, ft: FullText) -> None:
     index = client.prepare_index_params()
     index.add_index(field_name=fields.vector, index_type="FLAT", metric_type="IP")
     ft.add_to(schema, index, fields.text, 64)
-    where = _display(store.uri)
+    where = display(store.uri)
     try:
         client.create_collection(name, schema=schema)
     except Exception as e:

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from ..config.milvus import MilvusFields
-from ..errors import IndexMismatchError, InvalidInputError
-from ..store.persist import atomic_write_text
-from .base import ANN_PARAMETERS
-from .milvus_client import _display, _is_lite
+from ...config.milvus import MilvusFields
+from ...errors import IndexMismatchError, InvalidInputError
+from ...store.persist import atomic_write_text
+from ..base import ANN_PARAMETERS
+from .client import display, is_lite
 
 INFO_PROPERTY = "mcp_retriever.info"
 FORMAT_VERSION = 1
@@ -44,7 +44,7 @@ class CollectionInfo:
 
     def _set_info(self, dimension: int, info: dict[str, Any]) -> None:
         payload = {**info, "dimension": dimension, "format_version": FORMAT_VERSION}
-        if _is_lite(self.uri):
+        if is_lite(self.uri):
             self._lite_infos({self.collection: payload})
             return
         self._call("alter_collection_properties", self._client.alter_collection_properties, self.collection,
@@ -73,7 +73,7 @@ class CollectionInfo:
 
     def info(self) -> dict[str, Any] | None:
         """What `create` stored (model, dimension, format version), or None when nothing was."""
-        if _is_lite(self.uri):
+        if is_lite(self.uri):
             found = self._lite_infos().get(self.collection)
             if isinstance(found, dict):
                 return found
@@ -95,7 +95,7 @@ class CollectionInfo:
     def health(self, timeout: float) -> str | None:
         """None when Milvus answers within `timeout` seconds and this collection is loaded (searchable);
         else what is wrong, in words (for /readyz)."""
-        where = _display(self.uri)
+        where = display(self.uri)
         try:
             state = self._client.get_load_state(self.collection, timeout=timeout)["state"]
         except Exception as e:

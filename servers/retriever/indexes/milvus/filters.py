@@ -15,8 +15,8 @@ import json
 import re
 from typing import Any
 
-from ..errors import InvalidInputError
-from ..filters import Filter, Logic
+from ...errors import InvalidInputError
+from ...filters import Filter, Logic
 
 
 def to_milvus(f: Filter, id_field: str = "id", meta_field: str = "metadata") -> str:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..config import BM25Config
+    from ...config import BM25Config
 
 STEMS_KEPT = 1_000_000  # words whose stems are remembered (a bound on memory: about 100 MB)
 
@@ -31,7 +31,7 @@ class Terms:
     cache entry is stemmed again)."""
 
     def __init__(self, cfg: BM25Config) -> None:
-        from .bm25 import make_tokenizer
+        from ..bm25 import make_tokenizer
 
         tokenizer = make_tokenizer(cfg)
         self._split = tokenizer.splitter

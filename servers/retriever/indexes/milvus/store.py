@@ -20,7 +20,7 @@ passage silently would change what the retriever returns.
 
 Lite and the 2.3.5 server differ in ways this module hides: `delete` returns a list of ids on
 Lite and a `delete_count` on the server (we count the matching rows first, so both report rows
-that existed); where the collection's `info` is kept differs too (milvus_info.py). A server
+that existed); where the collection's `info` is kept differs too (info.py). A server
 older than 2.3 lacks upsert and count(*): it is refused at connect with a message that says so.
 """
 
@@ -34,27 +34,27 @@ from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
-from ..config.milvus import NAME_PATTERN, MilvusFields  # noqa: F401  (re-exported)
-from ..errors import IndexMismatchError, InvalidInputError, RetrieverError
-from .milvus_client import (  # noqa: F401  (re-exported: the Milvus layer's public names)
+from ...config.milvus import NAME_PATTERN, MilvusFields  # noqa: F401  (re-exported)
+from ...errors import IndexMismatchError, InvalidInputError, RetrieverError
+from .client import (  # noqa: F401  (re-exported: the Milvus layer's public names)
     MilvusError,
     MilvusLiteLockedError,
     MilvusVersionError,
-    _display,
-    _is_lite,
-    _pymilvus,
     connect,
+    display,
+    is_lite,
     list_collections,
+    load_pymilvus,
     validate_collection_name,
 )
-from .milvus_df import TermStats, counted
-from .milvus_info import CollectionInfo, check_rows
-from .milvus_sparse import FIELD as SPARSE_FIELD
-from .milvus_sparse import RECORD
-from .milvus_sparse import add_to as add_sparse
+from .df import TermStats, counted
+from .info import CollectionInfo, check_rows
+from .sparse import FIELD as SPARSE_FIELD
+from .sparse import RECORD
+from .sparse import add_to as add_sparse
 
 if TYPE_CHECKING:
-    from .milvus_fulltext import FullText
+    from .fulltext import FullText
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class MilvusStore(CollectionInfo):
         full_text: FullText | None = None,
     ) -> None:
         self.collection = validate_collection_name(collection)
-        self.full_text = full_text  # BM25 by Milvus over the text field (milvus_fulltext.py); None: dense only
+        self.full_text = full_text  # BM25 by Milvus over the text field (fulltext.py); None: dense only
         if read_consistency not in CONSISTENCY_LEVELS:
             raise InvalidInputError(f"read_consistency must be one of {CONSISTENCY_LEVELS}, got {read_consistency!r}")
         self.read_consistency = read_consistency
@@ -120,7 +120,7 @@ class MilvusStore(CollectionInfo):
 
     def bm25_bounds(self, queries: Sequence[str]) -> list[float] | None:
         """Per query, the highest BM25 score its terms allow here ((k1 + 1) times the sum of their
-        idf), or None where this collection keeps no document frequencies (milvus_df.py)."""
+        idf), or None where this collection keeps no document frequencies (df.py)."""
         ft, stats = self.full_text, self._stats
         if ft is None or stats is None:
             return None
@@ -157,7 +157,7 @@ class MilvusStore(CollectionInfo):
             if self.info() is None:
                 self._set_info(dimension, info)
             return
-        pymilvus = _pymilvus()
+        pymilvus = load_pymilvus()
         f = self.fields
         schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field(f.id, pymilvus.DataType.VARCHAR, is_primary=True, max_length=f.id_max_length)
@@ -171,7 +171,7 @@ class MilvusStore(CollectionInfo):
         index.add_index(field_name=f.vector, **params)
         if ft is not None:
             ft.add_to(schema, index, f.text, f.text_max_length)
-        if info.get(RECORD) is not None:  # a sparse model's vectors (milvus_sparse.py: opt-in)
+        if info.get(RECORD) is not None:  # a sparse model's vectors (sparse.py: opt-in)
             add_sparse(schema, index)
         self._call("create_collection", self._client.create_collection, self.collection, schema=schema,
                    consistency_level=STRONG)
@@ -181,7 +181,7 @@ class MilvusStore(CollectionInfo):
         self._call("create_index", self._client.create_index, self.collection, index, sync=False)
         self._call("load_collection", self._client.load_collection, self.collection)
         self._loaded = True
-        if self._stats is not None:  # the df of our terms (milvus_df.py), counted as documents come
+        if self._stats is not None:  # the df of our terms (df.py), counted as documents come
             self._stats.create()
         self._set_info(dimension, info)
 
@@ -190,7 +190,7 @@ class MilvusStore(CollectionInfo):
         self._loaded = False
         if self._stats is not None:
             self._stats.drop()
-        if _is_lite(self.uri):
+        if is_lite(self.uri):
             self._lite_infos({self.collection: None})
 
     # -- writes ------------------------------------------------------------------------------
@@ -202,7 +202,7 @@ class MilvusStore(CollectionInfo):
         """Insert or replace rows by id, `chunk` rows per call. Returns the number of rows written.
         `new`: the ids are not in the collection (a build): nothing is read back, and the document
         frequencies of our terms wait for `count_terms()`. `sparse`: the rows' learned-sparse vectors
-        (a collection made with a sparse model: milvus_sparse.py)."""
+        (a collection made with a sparse model: sparse.py)."""
         ids, texts, metadatas = list(ids), list(texts), list(metadatas)
         check_rows(self.fields, ids, vectors, texts, metadatas)
         f, ft = self.fields, self.full_text
@@ -371,7 +371,7 @@ class MilvusStore(CollectionInfo):
         writes = self._writes
         if self._seen >= writes:
             return self._call(op, fn, *args, consistency_level=self.read_consistency, **kwargs)
-        if _is_lite(self.uri):
+        if is_lite(self.uri):
             self._lite_flush()
         out = self._call(op, fn, *args, consistency_level=STRONG, **kwargs)
         self._seen = max(self._seen, writes)
@@ -396,5 +396,5 @@ class MilvusStore(CollectionInfo):
             # Milvus echoes an expression it cannot parse: a caller's filter values, not for the reply
             message = str(e).replace(str(kwargs["filter"]), "<the filter expression>") if kwargs.get("filter") else str(e)
             raise MilvusError(
-                f"Milvus {op} on collection {self.collection!r} at {_display(self.uri)} failed: {message}"
+                f"Milvus {op} on collection {self.collection!r} at {display(self.uri)} failed: {message}"
             ) from e

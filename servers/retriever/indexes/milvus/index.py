@@ -6,7 +6,7 @@ locally (the corpus file and the change log), so search results are mapped from 
 collection's rows and flow through the same hit, fusion and BM25 code as FAISS. In `is_demo`
 mode there is no local corpus: hits come straight from Milvus (`search_hits`).
 
-Filters are translated to Milvus expressions (milvus_filters.to_milvus), not applied as row masks;
+Filters are translated to Milvus expressions (filters.to_milvus), not applied as row masks;
 deletes are real deletes in Milvus. The collection records, as a property, the model,
 dimension and corpus fingerprint it was built with and the change-log generation it has
 applied; a collection behind the log (a crash between the two writes) is brought up to date
@@ -22,16 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from ..compute import on_compute_thread
-from ..config.milvus import MilvusConfig
-from ..errors import InvalidInputError
-from ..filters import Filter
-from ..types import Document, Hit
-from . import milvus_sparse
-from .base import Change, SparseEncoding
-from .milvus import MAX_TOP_K, MilvusStore
-from .milvus_filters import to_milvus
-from .milvus_fulltext import FullText
+from ...compute import on_compute_thread
+from ...config.milvus import MilvusConfig
+from ...errors import InvalidInputError
+from ...filters import Filter
+from ...types import Document, Hit
+from ..base import Change, SparseEncoding
+from . import sparse as milvus_sparse
+from .filters import to_milvus
+from .fulltext import FullText
+from .store import MAX_TOP_K, MilvusStore
 
 log = logging.getLogger(__name__)
 DEFAULT_COLLECTION = "default"
@@ -89,7 +89,7 @@ class MilvusIndex:
 
     def bm25_bounds(self, queries: Sequence[str]) -> list[float] | None:
         """Per query, the highest BM25 score its terms allow in this collection (adaptive fusion's
-        BM25 scale), or None where Milvus keeps no document frequencies of ours (milvus_df.py)."""
+        BM25 scale), or None where Milvus keeps no document frequencies of ours (df.py)."""
         return on_compute_thread(self.store.bm25_bounds, list(queries))
 
     def health(self, timeout: float) -> str | None:
@@ -103,7 +103,7 @@ class MilvusIndex:
                 for hits in self._raw(queries, k, f, ann)]
 
     def sparse_hits(self, queries: Any, k: int, f: Filter | None = None) -> list[list[Hit]]:
-        """Learned-sparse hits (query vectors: a CSR matrix) ranked by Milvus (milvus_sparse.py)."""
+        """Learned-sparse hits (query vectors: a CSR matrix) ranked by Milvus (sparse.py)."""
         if not 1 <= k <= MAX_TOP_K:
             raise InvalidInputError(f"top_k must be between 1 and {MAX_TOP_K} for Milvus, got {k}")
         fields = self.store.fields
@@ -150,7 +150,7 @@ def build_collection(store: MilvusStore, info: dict[str, Any], batches: Any, ove
     (info records its model) the documents' learned-sparse vectors too."""
     if store.exists():
         if not overwrite:
-            from ..errors import AlreadyExistsError
+            from ...errors import AlreadyExistsError
 
             raise AlreadyExistsError(f"Milvus collection {store.collection!r} exists; pass overwrite=true to rebuild it")
         store.drop()

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config.milvus import NAME_PATTERN
-from ..errors import InvalidInputError, MissingDependencyError, RetrieverError
+from ...config.milvus import NAME_PATTERN
+from ...errors import InvalidInputError, MissingDependencyError, RetrieverError
 
 
 class MilvusError(RetrieverError):
@@ -33,7 +33,7 @@ def validate_collection_name(name: str) -> str:
     return name
 
 
-def _pymilvus():
+def load_pymilvus():
     try:
         import pymilvus
     except ImportError as e:
@@ -41,13 +41,13 @@ def _pymilvus():
     return pymilvus
 
 
-def _is_lite(uri: str) -> bool:
+def is_lite(uri: str) -> bool:
     return not re.match(r"^[a-z]+://", uri)
 
 
-def _display(uri: str) -> str:
+def display(uri: str) -> str:
     """The uri without user:password@, for messages."""
-    if _is_lite(uri):
+    if is_lite(uri):
         return uri
     parts = urlsplit(uri)
     return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
@@ -74,8 +74,8 @@ def _lite_locked(path: str) -> bool:
 
 def connect(uri: str, token: str | None) -> Any:
     """A MilvusClient for `uri`; a Lite folder held by another process is a clear error."""
-    pymilvus = _pymilvus()
-    if _is_lite(uri):
+    pymilvus = load_pymilvus()
+    if is_lite(uri):
         if not uri.endswith(".db"):
             raise InvalidInputError(
                 f"milvus uri {uri!r}: use a local path ending in .db (Milvus Lite) or http://host:port (a server)"
@@ -85,13 +85,13 @@ def connect(uri: str, token: str | None) -> Any:
     try:
         client = pymilvus.MilvusClient(uri=uri, token=token or "")
     except Exception as e:
-        if _is_lite(uri) and _lite_locked(uri):
+        if is_lite(uri) and _lite_locked(uri):
             raise MilvusLiteLockedError(
                 f"the Milvus Lite database {uri} is open in another process; Milvus Lite allows one "
                 "process per database: stop the other process, use another uri, or run a Milvus server"
             ) from e
-        raise MilvusError(f"cannot connect to Milvus at {_display(uri)}: {e}") from e
-    if not _is_lite(uri):  # Lite has every feature used here (and 2.x Lite lacks GetVersion)
+        raise MilvusError(f"cannot connect to Milvus at {display(uri)}: {e}") from e
+    if not is_lite(uri):  # Lite has every feature used here (and 2.x Lite lacks GetVersion)
         _check_version(client, uri)
     return client
 
@@ -101,7 +101,7 @@ def _check_version(client: Any, uri: str) -> None:
     found = re.match(r"v(\d+)\.(\d+)", version)  # a server says v2.3.5; Lite says milvus_lite-3.2.2
     if found and (int(found[1]), int(found[2])) < (2, 3):
         raise MilvusVersionError(
-            f"the Milvus server at {_display(uri)} is {version}: upsert and count(*) need Milvus 2.3 or newer"
+            f"the Milvus server at {display(uri)} is {version}: upsert and count(*) need Milvus 2.3 or newer"
         )
 
 

@@ -1,7 +1,7 @@
 """Milvus as a collection's index backend (Milvus Lite in process, or a server). Normally it holds
 the corpus rows' vectors and follows the change log like FAISS; in demo mode (`is_demo`) it holds
 the documents themselves, there is no corpus file here, and writes and hits go straight to it.
-With `full_text` it holds the documents and also ranks BM25 (milvus_fulltext.py): dense, BM25 and
+With `full_text` it holds the documents and also ranks BM25 (fulltext.py): dense, BM25 and
 hybrid search all read Milvus alone."""
 
 from __future__ import annotations
@@ -14,22 +14,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import IndexMismatchError, IndexMissingError, NotYetSupportedError
-from ..filters import Filter
-from ..store.corpus import DocStore
-from ..store.embedfile import open_embeddings
-from ..store.manifests import dense_manifest
-from ..store.persist import check_manifest
-from ..types import Document, Hit
-from . import milvus_sparse
-from .base import Change, SparseEncoding, Vectors, View
-from .milvus import MilvusStore
-from .milvus_filters import to_milvus
-from .milvus_fulltext import FullText, check_collection, probe
-from .milvus_index import MilvusIndex, build_collection, shared_store
+from ...errors import IndexMismatchError, IndexMissingError, NotYetSupportedError
+from ...filters import Filter
+from ...store.corpus import DocStore
+from ...store.embedfile import open_embeddings
+from ...store.manifests import dense_manifest
+from ...store.persist import check_manifest
+from ...types import Document, Hit
+from ..base import Change, SparseEncoding, Vectors, View
+from . import sparse as milvus_sparse
+from .filters import to_milvus
+from .fulltext import FullText, check_collection, probe
+from .index import MilvusIndex, build_collection, shared_store
+from .store import MilvusStore
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ...config import Config
 
 log = logging.getLogger(__name__)
 
@@ -113,14 +113,14 @@ class MilvusBackend:
 
     def describe(self, cfg: Config) -> list[dict[str, Any]]:
         """Every collection of the Milvus store (uri), as its recorded info says."""
-        from .milvus import list_collections
-        from .milvus_df import SUFFIX
+        from .df import SUFFIX
+        from .store import list_collections
 
         mcfg = cfg.index_backend_configs.milvus
         out = []
         names = list_collections(mcfg.uri, mcfg.token or os.environ.get("MILVUS_TOKEN"))
         for name in names:
-            if name.endswith(SUFFIX) and name[: -len(SUFFIX)] in names:  # a full_text collection's df (milvus_df.py)
+            if name.endswith(SUFFIX) and name[: -len(SUFFIX)] in names:  # a full_text collection's df (df.py)
                 continue
             store = shared_store(mcfg, name)
             info = store.info() or {}

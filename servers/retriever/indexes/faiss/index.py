@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..compute import SharedLock, on_compute_thread
-from ..errors import ConfigError, IndexMismatchError, InvalidInputError, MissingDependencyError
-from ..filters import Filter
-from ..store.persist import publish, read_manifest
-from .base import ANN_PARAMETERS, Change
+from ...compute import SharedLock, on_compute_thread
+from ...errors import ConfigError, IndexMismatchError, InvalidInputError, MissingDependencyError
+from ...filters import Filter
+from ...store.persist import publish, read_manifest
+from ..base import ANN_PARAMETERS, Change
 
 log = logging.getLogger(__name__)
 

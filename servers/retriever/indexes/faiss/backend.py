@@ -6,15 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AlreadyExistsError, IndexMismatchError, IndexMissingError
-from ..store.embedfile import open_embeddings
-from ..store.manifests import dense_manifest, runtime_record
-from ..store.persist import check_manifest, read_manifest
-from .base import Change, VectorIndex, View, ann_settings
-from .faiss import FaissIndex
+from ...errors import AlreadyExistsError, IndexMismatchError, IndexMissingError
+from ...store.embedfile import open_embeddings
+from ...store.manifests import dense_manifest, runtime_record
+from ...store.persist import check_manifest, read_manifest
+from ..base import Change, VectorIndex, View, ann_settings
+from .index import FaissIndex
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ...config import Config
 
 
 class FaissBackend:

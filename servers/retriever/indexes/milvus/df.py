@@ -42,9 +42,9 @@ class TermStats:
         self._loaded = False
 
     def create(self) -> None:
-        from .milvus_client import _pymilvus
+        from .client import load_pymilvus
 
-        pymilvus, client = _pymilvus(), self._client
+        pymilvus, client = load_pymilvus(), self._client
         if self._call("has_collection", client.has_collection, self.name):
             self._call("drop_collection", client.drop_collection, self.name)
         schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)

@@ -23,12 +23,12 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import IndexMismatchError, NotYetSupportedError
-from .milvus_client import MilvusVersionError, _display, _pymilvus
+from ...errors import IndexMismatchError, NotYetSupportedError
+from .client import MilvusVersionError, display, load_pymilvus
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from .base import SparseEncoding
+    from ...config import Config
+    from ..base import SparseEncoding
 
 log = logging.getLogger(__name__)
 FIELD = "learned_sparse"  # the collection's field of learned-sparse vectors
@@ -46,7 +46,7 @@ def wanted(cfg: Config) -> bool:
 
 def add_to(schema: Any, index: Any) -> None:
     """The learned-sparse field and its index (inner product)."""
-    pymilvus = _pymilvus()
+    pymilvus = load_pymilvus()
     schema.add_field(FIELD, pymilvus.DataType.SPARSE_FLOAT_VECTOR)
     index.add_index(field_name=FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="IP",
                     params={"inverted_index_algo": "TAAT_NAIVE"})
@@ -113,14 +113,14 @@ def probe(store: Any) -> None:
     """Capability check, not a version guess: create a scratch collection with a sparse vector
     field and its index, drop it. A Milvus without sparse vectors refuses one or the other (2.3.5
     takes the field and refuses its index)."""
-    pymilvus = _pymilvus()
+    pymilvus = load_pymilvus()
     client, name, fields = store._client, f"mcp_retriever_probe_{uuid.uuid4().hex[:12]}", store.fields
     schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field(fields.id, pymilvus.DataType.VARCHAR, is_primary=True, max_length=64)
     schema.add_field(fields.vector, pymilvus.DataType.FLOAT_VECTOR, dim=2)
     index = client.prepare_index_params()
     index.add_index(field_name=fields.vector, index_type="FLAT", metric_type="IP")
-    where = _display(store.uri)
+    where = display(store.uri)
     try:
         add_to(schema, index)
         client.create_collection(name, schema=schema, index_params=index)
