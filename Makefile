@@ -8,7 +8,7 @@ SCIFACT := --set corpus_path=data/scifact/corpus.jsonl \
 	--set index_backend_configs.faiss.index_path=index/scifact/faiss \
 	--set backend_configs.bm25.save_path=index/scifact/bm25
 
-.PHONY: setup demo test test-suite test-milvus-server test-fast lint eval-scifact tune-hybrid bench clean milvus-server infinity-venv mcp1-venv
+.PHONY: setup demo test test-suite test-milvus-server test-fast lint eval-scifact tune-hybrid bench clean milvus-server infinity-venv mcp1-venv oidc-provider
 
 # .venv with torch first (the CPU build), then the package with the extras named: $(call venv_with,EXTRAS)
 define venv_with
@@ -56,6 +56,14 @@ $(MCP1_VENV)/bin/mcp:
 
 mcp1-venv: $(MCP1_VENV)/bin/mcp
 
+# A real OpenID Connect provider for the OAuth tests (tests/test_oauth.py; issue 47): the npm package
+# oidc-provider, pinned, under .cache/ (Node 20+ runs it: retriever/testing/oidc_provider.mjs).
+OIDC_PROVIDER := .cache/oidc-provider
+$(OIDC_PROVIDER)/node_modules/oidc-provider/package.json:
+	npm install --prefix $(OIDC_PROVIDER) --save-exact --no-audit --no-fund --loglevel=error oidc-provider@9.13.3
+
+oidc-provider: $(OIDC_PROVIDER)/node_modules/oidc-provider/package.json
+
 demo: $(BIN)/retriever
 	$(BIN)/python scripts/demo.py --config parameter.yaml
 
@@ -78,10 +86,10 @@ lint: setup
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # the docs site (docs/, mkdocs.yml), offline; not --quiet: it hides warnings from --strict
 
-test: setup milvus-server infinity-venv mcp1-venv lint test-suite test-milvus-server
+test: setup milvus-server infinity-venv mcp1-venv oidc-provider lint test-suite test-milvus-server
 
 # the two parts of the suite (.ci/run times each); --durations=20: the slowest tests in every CI log
-test-suite: setup infinity-venv mcp1-venv
+test-suite: setup infinity-venv mcp1-venv oidc-provider
 	$(BIN)/python -m pytest -q -m "not milvus_server" --durations=20
 
 test-milvus-server: setup milvus-server

@@ -35,10 +35,10 @@ AGENT, FULL = {"agent", "full"}, {"full"}
 
 
 OPEN = Effects(read_only=True, open_world=True)
-BUILD = Effects(read_only=False, destructive=True)  # writes an output; overwrite replaces it
+BUILD = Effects(read_only=False, destructive=True, operator=True)  # writes an output; overwrite replaces it
 WRITE = Effects(read_only=False, destructive=True)  # adds documents; an id that exists is replaced
 DELETE = Effects(read_only=False, destructive=True)
-SETUP = Effects(read_only=False)  # retriever_init: changes the session, writes nothing
+SETUP = Effects(read_only=False, operator=True)  # retriever_init: changes the session (every HTTP caller's), writes nothing
 
 
 

@@ -22,9 +22,21 @@ class Effects:
     destructive: bool = False  # it replaces or deletes what is there
     open_world: bool = False  # it calls a server elsewhere (a web provider, an LLM, a deployed retriever)
     idempotent: bool = True
+    # it changes what the server serves every caller, beyond documents: the session (retriever_init), a
+    # collection's whole index rebuilt, files written where a call says
+    operator: bool = False
 
 
 READ = Effects(read_only=True)
+
+
+def scope_of(effects: Effects) -> str:
+    """The scope a caller needs for a tool with these effects (issue 47), the one place it is decided:
+    read-only tools need `read`; the operator's (session, index builds, files) `admin`; other writes
+    (documents added, replaced, deleted) `write`. docs/security.md and docs/tools.md show the result."""
+    if effects.read_only:
+        return "read"
+    return "admin" if effects.operator else "write"
 Need = Callable[["Retriever"], str | None]  # None: the tool can work; else what to set first
 
 
@@ -44,6 +56,10 @@ class Tool:
     output_schema: dict[str, Any] | None = None  # MCP structured output (the agent tools)
     compute: bool = False  # a search on the encoder and the index: a small call runs on the compute thread
     long: bool = False  # runs long (a folder, a whole corpus): a client may run it as an MCP task (mcp/tasks.py)
+
+    @property
+    def scope(self) -> str:
+        return scope_of(self.effects)
 
     @property
     def writes(self) -> bool:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -325,13 +325,31 @@ def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The pydantic model that owns the last key of `loc`, for listing valid keys."""
     model: type[BaseModel] = Config
+    ann: Any = None
     for part in loc[:-1]:
-        field = model.model_fields.get(str(part))
-        ann = field.annotation if field else None
-        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+        if ann is not None and (isinstance(part, int) or _container(ann)):  # an item of a list or a dict
+            ann = _section_in(ann)
+        else:
+            field = model.model_fields.get(str(part))
+            ann = field.annotation if field else None
+        section = _section_in(ann)
+        if section is None:
             return None
-        model = ann
-    return model
+        if not _container(ann):
+            model, ann = section, None
+    return model if ann is None else None
+
+
+def _container(ann: Any) -> bool:
+    return get_origin(ann) in (list, dict)
+
+
+def _section_in(ann: Any) -> type[BaseModel] | None:
+    """The section a list, a dict or an optional holds (`list[PrincipalConfig]`, `OAuthConfig | None`)."""
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    inner = [a for a in get_args(ann) if isinstance(a, type) and issubclass(a, BaseModel)]
+    return inner[-1] if inner else None
 
 
 def _describe(err: Mapping[str, Any]) -> str:
@@ -351,7 +369,7 @@ def _describe(err: Mapping[str, Any]) -> str:
     return f"'{path}': {err['msg']} (got {value!r})"
 
 
-SECRET_KEYS = ("api_key", "token", "tokens")
+SECRET_KEYS = ("api_key", "token", "tokens", "token_sha256")  # a hash is no secret, but a token pasted there is
 
 
 def _secret_path(path: str) -> bool:

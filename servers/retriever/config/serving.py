@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
+from .access import OAuthConfig, PrincipalConfig, check_principals
 from .base import ResolvedPath, Section
 
 
@@ -14,7 +15,11 @@ class HTTPSecurity(Section):
     """`retriever serve --transport http`: who may call, from where (docs/security.md)."""
 
     tokens_env: str = "RETRIEVER_HTTP_TOKENS"  # bearer tokens, comma-separated; several allow rotation
-    tokens_file: ResolvedPath | None = None  # or a file with one token per line
+    # or a file, one per line: a plain token (every scope), or `sha256:<hex> [principal]` (a hashed token
+    # of a principal below; without one, every scope); re-read when it changes
+    tokens_file: ResolvedPath | None = None
+    principals: list[PrincipalConfig] = []  # who static tokens belong to: scopes, collections, groups (config/access.py)
+    oauth: OAuthConfig | None = None  # OAuth 2.1 resource server: JWT access tokens of one issuer
     allowed_hosts: list[str] = []  # Host header values besides loopback names and the bind address
     allowed_origins: list[str] = []  # browser origins besides http(s)://localhost / 127.0.0.1 on any port
     client_init: bool = False  # true: HTTP clients may call retriever_init with settings other than these
@@ -22,6 +27,11 @@ class HTTPSecurity(Section):
     body_timeout: float = Field(30.0, gt=0)  # seconds for a request's whole body
     # open at once; one more closes the connection waiting longest for its headers (open files stay free)
     max_connections: int = Field(512, ge=1)
+
+    @model_validator(mode="after")
+    def _principals(self) -> HTTPSecurity:
+        check_principals(self.principals)
+        return self
 
 
 class SecurityConfig(Section):

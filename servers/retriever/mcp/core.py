@@ -22,15 +22,17 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from .. import compute
+from ..api import grants
 from ..api.models import Request, argument_problems, unreadable_json
 from ..api.registry import listed_input, selected
 from ..api.replies import reply
 from ..api.tool import Tool
 from ..api.ultrarag import adapt
 from ..compute import CALLER
-from ..errors import CancelledWork, LimitError, RetrieverError
+from ..errors import CancelledWork, ForbiddenError, LimitError, RetrieverError
 from ..security.guard import FROM_CLIENT, for_client
 from ..security.limits import CANCEL, CHUNK, PROGRESS, Report
+from ..security.principals import PRINCIPAL
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
@@ -89,9 +91,30 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request,
     with its own. `then(reply)`, if given, runs where the call ran (stdio writes the answer there,
         without waking the event loop first) and its value is returned instead of the reply. `progress`:
     where the call's long work reports (the client asked with a progressToken; limits.caller_progress).
-    A caller has at most limits.max_calls_per_caller calls running."""
-    with _in_flight(engine.base_config.limits.max_calls_per_caller):
-        return await _serve_call(engine, tool, request, then, progress)
+    A caller has at most limits.max_calls_per_caller calls running. The caller (principals.PRINCIPAL)
+    needs the tool's scope and a grant on each collection the call acts on (api/grants.py); each
+    write is audited, refused, failed or done."""
+    if engine.ultrarag:
+        request = adapt(request, engine.config.index_backend)
+    principal = PRINCIPAL.get()
+    why = grants.refusal(principal, tool, engine, request)
+    if why is not None:
+        grants.audit(principal, tool, engine, request, "refused")
+        raise ForbiddenError(why)
+    replies: list[Any] = []
+
+    def noted(payload: dict[str, Any]) -> Any:
+        replies.append(payload)
+        return payload if then is None else then(payload)
+
+    try:
+        with _in_flight(engine.base_config.limits.max_calls_per_caller):
+            out = await _serve_call(engine, tool, request, noted if tool.scope != "read" else then, progress)
+    except BaseException as e:
+        grants.audit(principal, tool, engine, request, "cancelled" if isinstance(e, asyncio.CancelledError) else "failed")
+        raise
+    grants.audit(principal, tool, engine, request, "done", replies[0] if replies else None)
+    return out
 
 
 @contextlib.contextmanager
@@ -122,8 +145,6 @@ _CALLS_LOCK = threading.Lock()
 
 async def _serve_call(engine: Retriever, tool: Tool, request: Request, then: Callable[[dict[str, Any]], T] | None,
                       progress: Report | None) -> Any:
-    if engine.ultrarag:
-        request = adapt(request, engine.config.index_backend)
     if inspect.iscoroutinefunction(tool.call):
         FROM_CLIENT.set(True)
         payload = await tool.call(engine, request)
@@ -208,6 +229,11 @@ class Gate:
         text, structured = reply(payload, tool.output_schema is not None)
         return tool_result(text, structured=structured)
 
+    def withheld(self) -> set[str]:
+        """The tools tools/list leaves out for this request: those hidden by the configuration, and
+        those the caller's scopes do not reach (api/grants.py)."""
+        return self.hidden() | (set(self.tools) - grants.listed(PRINCIPAL.get(), self.tools.values()))
+
     def hidden(self) -> set[str]:
         """The tools the loaded configuration cannot serve, worked out once per configuration
         (a new one comes only with retriever_init), not twice on every call."""
@@ -239,7 +265,10 @@ class Gate:
         if why is not None:
             log.info("%s: refused: needs %s", name, why)
             return f"{name} cannot work with this server's configuration: it needs {why}"
-        return None
+        why = grants.scope_refusal(PRINCIPAL.get(), tool)
+        if why is not None:
+            log.info("%s: refused: %s", name, why)
+        return why
 
     def failure(self, name: str, e: BaseException, arguments_error: tuple[type[BaseException], ...] = ()) -> str:
         """The message for the client of what a call raised; logged once. `arguments_error`: the

@@ -34,7 +34,7 @@ class ToolErrors(Middleware):
         self.tasks = tasks.Tasks()
 
     async def on_list_tools(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
-        hidden = self.gate.hidden()
+        hidden = self.gate.withheld()
         return [t.model_copy(update={"parameters": self.gate.listed(t.name, t.parameters)})
                 for t in await call_next(context) if t.name not in hidden]
 

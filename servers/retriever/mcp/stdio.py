@@ -152,7 +152,7 @@ class StdioServer:
                     "serverInfo": {"name": "retriever", "version": package_version()},
                     "instructions": instructions(self.engine, self.gate.tools.values())}
         if method == "tools/list":
-            hidden = self.gate.hidden()
+            hidden = self.gate.withheld()
             # `execution` (taskSupport) only where the revision has tasks; FastMCP's listing does the same
             plain = modern_version(params) is not None or self.version not in tasks.VERSIONS
             return {"tools": [{**{k: v for k, v in d.items() if not (plain and k == "execution")},

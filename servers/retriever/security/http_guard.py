@@ -1,24 +1,24 @@
-"""The HTTP front door (pure ASGI, before the MCP app): bearer tokens, Host and Origin checks
+"""The HTTP front door (pure ASGI, before the MCP app): bearer tokens (auth.py: static ones, or OAuth
+access tokens; the caller's principal set in principals.PRINCIPAL), Host and Origin checks
 (DNS rebinding, as the MCP transport spec asks), a bound on the request body and on the time it
 takes to arrive (read here, before the app), one Host header and a path as the request target
-(400 otherwise), and MCP sessions bound to the token that opened them. Connection limits (header
-timeout, open connections) are uvicorn's settings: http_limits.py.
+(400 otherwise), MCP sessions bound to the principal that opened them, and in OAuth mode the
+protected resource metadata (RFC 9728) at its well-known paths, without a token. Connection limits
+(header timeout, open connections) are uvicorn's settings: http_limits.py.
 
-Tokens come from the environment variable `security.http.tokens_env` (comma-separated) or the
-file `security.http.tokens_file` (one per line); several may be valid at once, for rotation.
-They are compared in constant time and never logged. A server bound to anything but loopback
-refuses to start without a token.
+Static tokens come from the environment variable `security.http.tokens_env` (comma-separated), the
+file `security.http.tokens_file` (one per line) or security.http.principals' sha256 hashes; several
+may be valid at once, for rotation. They are kept and looked up as sha256 digests and never logged.
+A server bound to anything but loopback refuses to start without a token or OAuth.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import ipaddress
 import json
 import logging
-import os
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -29,6 +29,8 @@ from starlette.middleware import Middleware
 from ..compute import CALLER
 from ..config import Config
 from ..errors import ConfigError
+from .auth import Access, Denied
+from .principals import PRINCIPAL, Principal
 
 log = logging.getLogger(__name__)
 Scope = MutableMapping[str, Any]
@@ -49,17 +51,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def load_tokens(cfg: Config) -> list[str]:
-    h = cfg.security.http
-    tokens = [t.strip() for t in os.environ.get(h.tokens_env, "").split(",")]
-    if h.tokens_file is not None:
-        try:
-            tokens += [line.strip() for line in h.tokens_file.read_text(encoding="utf-8").splitlines()]
-        except OSError as e:
-            raise ConfigError(f"security.http.tokens_file: cannot read {h.tokens_file} ({e.strerror})") from None
-    return [t for t in tokens if t]
-
-
 # The MCP SDK's own bound on a streamable HTTP body (its bare 413 past it; FastMCP does not pass
 # it on): MCP paths are held to it here, with the message every other refusal has.
 MCP_SDK_BODY_BYTES = 4 * 1024 * 1024
@@ -69,36 +60,37 @@ MCP_PATH = "/mcp"
 def front_door(cfg: Config, host: str, port: int, open_paths: tuple[str, ...] = ()) -> Middleware:
     """The HTTPGuard of a server bound to `host`:`port`, with the YAML's tokens and hosts;
     refuses to serve off loopback without a token. `open_paths` need no token (health checks)."""
-    tokens = load_tokens(cfg)
-    if not tokens and not is_loopback(host):
+    access = Access(cfg)
+    if not access.closed and not is_loopback(host):
         raise ConfigError(f"--host {host} is not loopback: set bearer tokens first "
-                          f"(${cfg.security.http.tokens_env}, or security.http.tokens_file)")
+                          f"(${cfg.security.http.tokens_env}, security.http.tokens_file, security.http.principals) "
+                          "or security.http.oauth")
     h = cfg.security.http
-    log.info("HTTP on %s:%d (%s)", host, port, f"{len(tokens)} bearer token(s)" if tokens else "no token: loopback only")
-    return Middleware(HTTPGuard, tokens=tokens, host=host, port=port, allowed_hosts=h.allowed_hosts,
+    log.info("HTTP on %s:%d (%s)", host, port, access.describe())
+    return Middleware(HTTPGuard, access=access, host=host, port=port, allowed_hosts=h.allowed_hosts,
                       allowed_origins=h.allowed_origins, max_bytes=cfg.limits.max_request_bytes, open_paths=open_paths,
                       body_timeout=h.body_timeout)
 
 
 class HTTPGuard:
     """ASGI middleware: 400 for a request target that is not a path or a request without exactly one
-    Host header, 401 without a valid token (when tokens are set; not for `open_paths`), 403 for a
-    foreign Host or Origin or for an MCP session opened with another token, 413 for a body over
-    `max_bytes`, 408 for one that takes longer than `body_timeout` seconds."""
+    Host header, 401 without a valid token (when tokens or OAuth are set; not for `open_paths`), 403
+    for a foreign Host or Origin or for an MCP session opened by another principal, 413 for a body
+    over `max_bytes`, 408 for one that takes longer than `body_timeout` seconds."""
 
-    def __init__(self, app: Any, tokens: list[str], host: str, port: int, allowed_hosts: list[str],
+    def __init__(self, app: Any, access: Access, host: str, port: int, allowed_hosts: list[str],
                  allowed_origins: list[str], max_bytes: int, open_paths: tuple[str, ...] = (),
                  body_timeout: float = 30.0) -> None:
         self.app = app
         self.open_paths = set(open_paths)
-        self.tokens = [t.encode() for t in tokens]
+        self.access = access
         names = {*LOOPBACK_NAMES, host, *allowed_hosts}
         self.hosts = {h.lower() for h in names} | {f"{h.lower()}:{port}" for h in names}
         self.origins = {o.rstrip("/").lower() for o in allowed_origins}
         self.max_bytes = max_bytes
         self.mcp_max_bytes = min(max_bytes, MCP_SDK_BODY_BYTES)
         self.body_timeout = body_timeout
-        self.sessions: OrderedDict[str, str] = OrderedDict()  # MCP session id -> its token's digest
+        self.sessions: OrderedDict[str, str] = OrderedDict()  # MCP session id -> its principal (Principal.caller)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -106,9 +98,21 @@ class HTTPGuard:
             return
         raw = scope.get("headers", [])
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
-        problem = _request_line(scope, raw) or self._check(headers, scope.get("path", ""))
+        path = scope.get("path", "")
+        problem = _request_line(scope, raw) or self._origin_check(headers)
+        if problem is None and path in self.access.metadata_paths and scope.get("method") in ("GET", "HEAD"):
+            await _send_json(send, 200, self.access.metadata)  # RFC 9728: open, so a client can learn where to log in
+            return
+        caller = None
+        if problem is None and self.access.closed and path not in self.open_paths:
+            checked = await self.access.check(headers.get("authorization", ""))
+            if isinstance(checked, Denied):
+                await _refuse(send, checked.status, checked.message, checked.headers)
+                return
+            caller = self._enter(checked)
+        problem = problem or self._length_check(headers, path)
         if problem is None and SESSION_HEADER in headers:
-            problem = self._session_check(headers)
+            problem = self._session_check(headers, caller)
         if problem is not None:
             await _refuse(send, *problem)
             return
@@ -126,24 +130,28 @@ class HTTPGuard:
         if unreadable is not None:
             await _send_json(send, 200, unreadable)
             return
-        if self.tokens and scope.get("method") in ("GET", "POST") and SESSION_HEADER not in headers:
-            send = self._remember_session(headers, send)
+        if caller is not None and scope.get("method") in ("GET", "POST") and SESSION_HEADER not in headers:
+            send = self._remember_session(caller, send)
         await self.app(scope, self._bounded(_replay(messages, receive), send), send)
         if scope.get("method") == "DELETE" and SESSION_HEADER in headers:
             self.sessions.pop(headers[SESSION_HEADER], None)  # closed by its own token
 
-    def _check(self, headers: dict[str, str], path: str) -> tuple[int, str] | None:
+    def _origin_check(self, headers: dict[str, str]) -> tuple[int, str] | None:
         if headers.get("host", "").lower() not in self.hosts:
             return 403, "Host not allowed"
         origin = headers.get("origin")
         if origin is not None and not self._origin_ok(origin.rstrip("/").lower()):
             return 403, "Origin not allowed"
-        if self.tokens and path not in self.open_paths:
-            scheme, _, given = headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not any(hmac.compare_digest(given.strip().encode(), t)
-                                                     for t in self.tokens):
-                return 401, "a valid bearer token is required (Authorization: Bearer <token>)"
-            CALLER.set(_digest(headers)[:16])  # the request's task: its call, and an MCP session it opens
+        return None
+
+    @staticmethod
+    def _enter(principal: Principal) -> str:
+        """The request's task (its call, and an MCP session it opens) runs as `principal`."""
+        PRINCIPAL.set(principal)
+        CALLER.set(principal.caller)
+        return principal.caller
+
+    def _length_check(self, headers: dict[str, str], path: str) -> tuple[int, str] | None:
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self._limit(path):
             return 413, self._too_large(self._limit(path))
@@ -165,22 +173,21 @@ class HTTPGuard:
         host = rest.rsplit(":", 1)[0] if not rest.endswith("]") else rest
         return scheme in ("http", "https") and is_loopback(host)
 
-    def _session_check(self, headers: dict[str, str]) -> tuple[int, str] | None:
-        """An MCP session is used (or DELETEd) only with the token that opened it."""
-        opened_with = self.sessions.get(headers[SESSION_HEADER])
-        if opened_with is not None and not hmac.compare_digest(opened_with, _digest(headers)):
-            return 403, "this MCP session was opened with another token; open a session of your own"
+    def _session_check(self, headers: dict[str, str], caller: str | None) -> tuple[int, str] | None:
+        """An MCP session is used (or DELETEd) only by the principal that opened it (any of its tokens)."""
+        opened_by = self.sessions.get(headers[SESSION_HEADER])
+        if opened_by is not None and not hmac.compare_digest(opened_by, caller or ""):
+            return 403, "this MCP session was opened with another token (another principal); open a session of your own"
         return None
 
-    def _remember_session(self, headers: dict[str, str], send: Send) -> Send:
-        """`send` that notes the session id a reply hands out, with the token of the request."""
-        digest = _digest(headers)
+    def _remember_session(self, caller: str, send: Send) -> Send:
+        """`send` that notes the session id a reply hands out, with the principal of the request."""
 
         async def noting(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 for key, value in message.get("headers", []):
                     if key.decode("latin-1").lower() == SESSION_HEADER:
-                        self.sessions[value.decode("latin-1")] = digest
+                        self.sessions[value.decode("latin-1")] = caller
                         while len(self.sessions) > MAX_SESSIONS:
                             self.sessions.popitem(last=False)
             await send(message)
@@ -242,10 +249,6 @@ def _request_line(scope: Scope, raw: list[tuple[bytes, bytes]]) -> tuple[int, st
     return None
 
 
-def _digest(headers: dict[str, str]) -> str:
-    return hashlib.sha256(headers.get("authorization", "").strip().encode()).hexdigest()
-
-
 def _unreadable_json_rpc(messages: list[MutableMapping[str, Any]]) -> dict[str, Any] | None:
     """A JSON-RPC error, with the request's id, for a request carrying a number Python will not read
     (over 4,300 digits): the MCP transport would answer a parse error with no id, which the stock
@@ -272,9 +275,8 @@ def _unreadable_json_rpc(messages: list[MutableMapping[str, Any]]) -> dict[str, 
                                                  "numbers here have at most 4300 digits"}}
 
 
-async def _refuse(send: Send, status: int, message: str) -> None:
-    await _send_json(send, status, {"error": message},
-                     [(b"www-authenticate", b'Bearer realm="retriever"')] if status == 401 else [])
+async def _refuse(send: Send, status: int, message: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    await _send_json(send, status, {"error": message}, list(headers))
 
 
 async def _send_json(send: Send, status: int, content: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:

@@ -1,6 +1,8 @@
 """`retriever deploy`: one process, the index loaded once, many clients over HTTP.
 
-Routes (JSON in and out; every one but the health checks needs the bearer token when tokens are set):
+Routes (JSON in and out; every one but the health checks needs the bearer token when tokens or OAuth
+are set, and the caller's scope: `read` for each of these, with a read grant on the collection searched;
+api/grants.py, docs/security.md):
 - `POST /search`: UltraRAG's deploy API (`query_list`, `top_k`, `query_instruction`,
   `collection_name` -> `ret_psg`) plus ours: `mode` (dense, bm25, hybrid), filters, scores, ids,
   metadata, paging (api/models.py DeploySearchRequest). Replies are whole unless `max_bytes` asks.
@@ -34,8 +36,10 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
+from ..api import grants
 from ..api.models import DeploySearchRequest, Request, argument_problems, unreadable_json
-from ..api.registry import TOOLS
+from ..api.registry import BY_NAME, TOOLS
+from ..api.tool import Tool
 from ..errors import (
     ForbiddenError,
     IndexMissingError,
@@ -46,6 +50,8 @@ from ..errors import (
 )
 from ..security.guard import for_client
 from ..security.http_guard import front_door
+from ..security.oauth import challenge
+from ..security.principals import PRINCIPAL
 from .batcher import Batcher, Job, QueueFull
 from .metrics import Metrics
 from .openapi import openapi
@@ -139,6 +145,34 @@ def _error(status: int, message: str, retry_after: int | None = None) -> JSONRes
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
+def _denied(engine: Retriever, tool: Tool, request: Request) -> Response | None:
+    """403 where the caller may not make this request (api/grants.py): without the tool's scope, with
+    RFC 6750's insufficient_scope challenge naming it; without a grant on its collection, by name."""
+    principal = PRINCIPAL.get()
+    why = grants.refusal(principal, tool, engine, request)
+    if why is None:
+        return None
+    log.info("%s: 403 %s", tool.name, why)
+    return _insufficient(engine, tool.scope, why) if not principal.has(tool.scope) else _error(403, why)
+
+
+def _read_scope(engine: Retriever, route: str) -> Response | None:
+    """403 for a caller without the read scope (/metrics, /openapi.json)."""
+    principal = PRINCIPAL.get()
+    if principal.has("read"):
+        return None
+    return _insufficient(engine, "read", f"{route} needs the scope 'read'; this caller ({principal.name}) has: "
+                                         f"{', '.join(sorted(principal.scopes)) or 'none'}")
+
+
+def _insufficient(engine: Retriever, scope: str, why: str) -> Response:
+    header = challenge(engine.base_config.security.http.oauth, "insufficient_scope", None, scope)
+    return JSONResponse({"error": why}, status_code=403, headers={"WWW-Authenticate": header})
+
+
+SEARCH_TOOL = BY_NAME["retriever_search"]  # what /search is, for the grants: a read
+
+
 def _status_of(e: RetrieverError) -> int:
     return next((code for kind, code in STATUS if isinstance(e, kind)), 400)
 
@@ -198,14 +232,15 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
     service = Service(engine)
 
     async def search(http: HTTPRequest) -> Response:
-        request = await _request(http, DeploySearchRequest)
-        return await service.search(request.as_search(), http)
+        request = (await _request(http, DeploySearchRequest)).as_search()
+        return _denied(engine, SEARCH_TOOL, request) or await service.search(request, http)
 
     async def tool(http: HTTPRequest) -> Response:
         name = http.path_params["name"]
         if name not in READ_TOOLS:
             return _error(404, f"no tool {name!r} here; the read-only tools are: {', '.join(READ_TOOLS)}")
-        return await service.search(await _request(http, READ_TOOLS[name]), http)
+        request = await _request(http, READ_TOOLS[name])
+        return _denied(engine, BY_NAME[name], request) or await service.search(request, http)
 
     async def healthz(http: HTTPRequest) -> Response:
         return JSONResponse({"status": "alive"})
@@ -232,11 +267,14 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
         return JSONResponse({key: status.get(key) for key in READY_KEYS})  # which indexes, how many documents
 
     async def metrics(http: HTTPRequest) -> Response:
+        refused = _read_scope(engine, "/metrics")
+        if refused is not None:
+            return refused
         body, content_type = service.metrics.exposition(http.headers.get("accept"))
         return Response(body, media_type=content_type)
 
     async def spec(http: HTTPRequest) -> Response:
-        return JSONResponse(openapi(list(READ_TOOLS.items())))
+        return _read_scope(engine, "/openapi.json") or JSONResponse(openapi(list(READ_TOOLS.items())))
 
     routes: list[BaseRoute] = [Route("/search", _answer(service, "/search", search), methods=["POST"]),
               Route("/tools/{name}", _answer(service, "/tools", tool), methods=["POST"]),

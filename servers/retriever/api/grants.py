@@ -1,0 +1,103 @@
+"""Who may call what (issue 47), as every face asks it: a tool's scope (its effects decide: tool.py
+scope_of), the collections a request reads or writes, the refusal for a principal without them, and
+the audit line of every write. The principal is the request's (security/principals.py PRINCIPAL: the
+HTTP guard's caller; the operator on stdio, in the library and on the command line)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..config.access import DEFAULT_COLLECTION
+from ..security.principals import Action, Principal
+from .models import Request
+from .tool import Tool
+
+if TYPE_CHECKING:
+    from ..engine.retriever import Retriever
+
+audit_log = logging.getLogger("retriever.audit")
+COLLECTION_FIELDS = ("collection_name", "collection")  # a request's one collection; `collections`: several
+
+
+def action(tool: Tool) -> Action:
+    """What a call of `tool` does to the collections it names: reads (scope read), else writes."""
+    return "read" if tool.scope == "read" else "write"
+
+
+def collections_of(engine: Retriever, request: Request) -> list[str]:
+    """The collections a request acts on, by name (`default`: the default collection): those it names
+    (collection_name, collection, collections; UltraRAG's project memory: user_<id>), else the session's
+    (the one retriever_init opened, the YAML's until then)."""
+    named = getattr(request, "collections", None)
+    if isinstance(named, list):
+        return [_label(c) for c in named]
+    if hasattr(request, "current_user_id"):
+        return [f"user_{request.current_user_id}"]
+    for key in COLLECTION_FIELDS:
+        value = getattr(request, key, None)
+        if isinstance(value, str):
+            return [_label(value)]
+    return [_label(engine.config.collection_name)]
+
+
+def _label(name: str | None) -> str:
+    return name or DEFAULT_COLLECTION
+
+
+def scope_refusal(principal: Principal, tool: Tool) -> str | None:
+    """Why `principal` may not call `tool` at all (None: its scopes allow it)."""
+    if principal.has(tool.scope):
+        return None
+    held = ", ".join(sorted(principal.scopes)) or "none"
+    return (f"{tool.name} needs the scope {tool.scope!r}; this caller ({principal.name}) has: {held} "
+            "(ask the operator or the token's issuer for it)")
+
+
+def refusal(principal: Principal, tool: Tool, engine: Retriever, request: Request) -> str | None:
+    """Why `principal` may not make this call: the scope, then each collection it acts on, by name."""
+    why = scope_refusal(principal, tool)
+    if why is not None:
+        return why
+    act = action(tool)
+    denied = [c for c in collections_of(engine, request) if not principal.may(act, c)]
+    if denied:
+        return (f"{tool.name}: {principal.name} may not {act} the collection {denied[0]!r} "
+                f"(security.http: its {act} grants)")
+    return None
+
+
+def listed(principal: Principal, tools: Iterable[Tool]) -> set[str]:
+    """The names of `tools` a principal's scopes let it call (tools/list shows it only these)."""
+    return {t.name for t in tools if principal.has(t.scope)}
+
+
+def audit(principal: Principal, tool: Tool, engine: Retriever, request: Request, outcome: str,
+          payload: Any = None) -> None:
+    """One line on the `retriever.audit` logger for a call that writes (scope write or admin): who,
+    which tool, which collections, the outcome and the reply's counts. Never a token, never a text."""
+    if tool.scope == "read":
+        return
+    line = {"principal": principal.name, "source": principal.source, "tool": tool.name,
+            "collections": collections_of(engine, request), "outcome": outcome, **counts(payload)}
+    audit_log.info("%s", json.dumps(line, sort_keys=False))
+
+
+def counts(payload: Any) -> dict[str, int]:
+    """The numbers of a write's reply: its integers, and the length of its lists (ids, not_found, ...)."""
+    if not isinstance(payload, dict):
+        return {}
+    out = {}
+    for key, value in payload.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            out[key] = value
+        elif isinstance(value, (list, dict)):
+            out[key] = len(value)
+    return out
+
+
+__all__ = ["action", "audit", "collections_of", "counts", "listed", "refusal", "scope_refusal"]

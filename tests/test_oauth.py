@@ -1,0 +1,298 @@
+"""Issue 47, phase 1, over HTTP with a real OpenID Connect provider (npm oidc-provider on 127.0.0.1,
+retriever/testing/oidc.py; `make oidc-provider` installs it): client-credentials JWTs with different
+scopes and groups against `retriever serve --transport http` and `retriever deploy --mcp`, each an OAuth
+2.1 resource server of its own URI. The protected resource metadata (RFC 9728) and the challenges; the
+tokens a server must refuse (expired, another audience or issuer, alg none, HS256 with the public key,
+an altered payload, another key, nbf ahead); tools/list and calls per principal through the official MCP
+client; collections refused by name; a static hashed token beside OAuth; the audit line of each write,
+no token in any log; and the issuer's key rotation picked up, last (it restarts the provider)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from conftest import BIN, copy_built
+from embedding_servers import free_port, wait_http
+from retriever.api.registry import BY_NAME
+from retriever.testing.oidc import Client, Provider, forged, missing, parts
+
+pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+
+STATIC = "q7Lx-9c1e0b7a-ci-4d2fZ"  # a hashed static token beside OAuth (principal ci-indexer)
+CLIENTS = [Client("reader", "read", ["team_a"]), Client("writer_a", "read write", ["team_a"]),
+           Client("writer_b", "read write", ["team_b"]), Client("admin", "read write admin", ["ops"]),
+           Client("writer_only", "write", ["team_a"]), Client("short", "read", ["team_a"], ttl=1)]
+ISSUED: list[str] = []  # every token a test used: none may appear in a server's log
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
+    p = Provider(tmp_path_factory.mktemp("oidc"), CLIENTS)
+    yield p
+    p.stop()
+
+
+class Server:
+    """`retriever serve --transport http --tools full` or `retriever deploy --mcp` on 127.0.0.1, an OAuth
+    resource server for http://127.0.0.1:<port>/mcp with the provider's issuer."""
+
+    def __init__(self, kind: str, project: Path, provider: Provider) -> None:
+        import hashlib
+
+        self.kind, self.port = kind, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.resource = f"{self.url}/mcp"
+        cfg = yaml.safe_load((project / "parameter.yaml").read_text())
+        cfg["security"]["http"].update(
+            oauth={"issuer": provider.issuer, "resource": self.resource, "read": ["default"], "write": [],
+                   "groups": {"team_a": {"write": ["default"]}, "team_b": {"read": ["b"], "write": ["b"]},
+                              "ops": {"read": ["*"], "write": ["*"]}},
+                   "leeway": 0, "jwks_refetch": 2},
+            principals=[{"name": "ci-indexer", "scopes": ["read", "write"], "write": ["default"],
+                         "token_sha256": [hashlib.sha256(STATIC.encode()).hexdigest()]}])
+        config = project / f"{kind}.yaml"
+        config.write_text(yaml.safe_dump(cfg))
+        self.log_path = project / f"{kind}.log"
+        args = [str(BIN / "retriever"), kind, "--config", str(config), "--port", str(self.port)]
+        args += ["--transport", "http", "--tools", "full", "--init"] if kind == "serve" else ["--mcp"]
+        env = {k: v for k, v in os.environ.items() if k != "RETRIEVER_HTTP_TOKENS"}
+        self.proc = subprocess.Popen(args, stderr=self.log_path.open("w"), env=env)
+        ready = f"{self.url}/mcp" if kind == "serve" else f"{self.url}/readyz"
+        wait_http(ready, self.proc, lambda: self.log_path.read_text()[-3000:], any_status=kind == "serve")
+
+    def token(self, provider: Provider, client: str, scope: str | None = None) -> str:
+        token = provider.token(client, self.resource, scope)
+        ISSUED.append(token)
+        return token
+
+    def knock(self, token: str | None) -> httpx.Response:
+        """One authenticated request that does work: an MCP initialize, or a search."""
+        auth = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        if self.kind == "deploy":
+            return httpx.post(f"{self.url}/search", json={"query_list": ["earthquakes"], "top_k": 1}, headers=auth,
+                              timeout=30)
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        return httpx.post(f"{self.url}/mcp", json=init, timeout=30,
+                          headers={**auth, "Accept": "application/json, text/event-stream"})
+
+    def stop(self) -> str:
+        self.proc.terminate()
+        self.proc.wait(30)
+        return self.log_path.read_text()
+
+
+@pytest.fixture(scope="module")
+def project(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_built(built_project, tmp_path_factory.mktemp("oauth") / "p").parent
+
+
+@pytest.fixture(scope="module")
+def servers(project: Path, provider: Provider) -> Iterator[dict[str, Server]]:
+    started = {kind: Server(kind, project, provider) for kind in ("serve", "deploy")}
+    yield started
+    logs = {kind: s.stop() for kind, s in started.items()}
+    for kind, log in logs.items():
+        for token in ISSUED:  # never a token, nor any of its three parts
+            for piece in filter(None, (token, *token.split("."))):
+                assert piece not in log, f"{kind}'s log holds (part of) a token"
+        assert not [STATIC[i:i + 6] for i in range(len(STATIC) - 5) if STATIC[i:i + 6] in log]
+
+
+# ---- the protected resource metadata and the challenge ------------------------------------------
+
+@pytest.mark.parametrize("kind", ["serve", "deploy"])
+def test_the_metadata_is_served_without_a_token(servers: dict[str, Server], provider: Provider, kind: str) -> None:
+    s = servers[kind]
+    for path in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"):
+        reply = httpx.get(s.url + path, timeout=10)
+        assert reply.status_code == 200, reply.text
+        assert reply.json() == {"resource": s.resource, "authorization_servers": [provider.issuer],
+                                "scopes_supported": ["read", "write", "admin"], "bearer_methods_supported": ["header"],
+                                "resource_name": "retriever"}
+
+
+@pytest.mark.parametrize("kind", ["serve", "deploy"])
+def test_a_401_names_the_resource_metadata(servers: dict[str, Server], kind: str) -> None:
+    reply = servers[kind].knock(None)
+    assert reply.status_code == 401
+    assert f'resource_metadata="{servers[kind].url}/.well-known/oauth-protected-resource/mcp"' \
+        in reply.headers["www-authenticate"]
+
+
+# ---- tokens a resource server must refuse -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def expired(servers: dict[str, Server], provider: Provider) -> dict[str, str]:
+    """A genuine token of each server (its client's tokens live 1 s), once it has expired."""
+    tokens = {kind: s.token(provider, "short") for kind, s in servers.items()}
+    time.sleep(max(0.0, parts(tokens["serve"])[1]["exp"] - time.time()) + 1.1)
+    return tokens
+
+
+def attack(case: str, servers: dict[str, Server], kind: str, provider: Provider, expired: dict[str, str]) -> str:
+    other = "deploy" if kind == "serve" else "serve"
+    genuine = servers[kind].token(provider, "reader")
+    key = provider.private_jwk()
+    made = {
+        "expired": lambda: expired[kind],
+        "wrong-audience": lambda: servers[other].token(provider, "reader"),
+        "wrong-issuer": lambda: forged(genuine, "issuer-key", key, iss="http://127.0.0.1:1"),
+        "alg-none": lambda: forged(genuine, "none", scope="read write admin"),
+        "hs256-public-key": lambda: forged(genuine, "hs256-public", key),
+        "payload-altered": lambda: forged(genuine, "altered", scope="read write admin"),
+        "another-key": lambda: forged(genuine, "other-key", scope="read write admin"),
+        "not-yet-valid": lambda: forged(genuine, "issuer-key", key, nbf=int(time.time()) + 600),
+        "no-expiry": lambda: forged(genuine, "issuer-key", key, exp=None),
+    }[case]()
+    ISSUED.append(made)
+    return made
+
+
+REFUSED = {"expired": "expired", "wrong-audience": "(aud)", "wrong-issuer": "(iss)", "alg-none": "algorithm",
+           "hs256-public-key": "algorithm", "payload-altered": "signature", "another-key": "signature",
+           "not-yet-valid": "not valid yet", "no-expiry": "exp"}
+
+
+@pytest.mark.parametrize("kind", ["serve", "deploy"])
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_a_bad_token_is_refused_with_401(servers: dict[str, Server], provider: Provider, expired: dict[str, str],
+                                         kind: str, case: str) -> None:
+    reply = servers[kind].knock(attack(case, servers, kind, provider, expired))
+    assert reply.status_code == 401, reply.text
+    challenge = reply.headers["www-authenticate"]
+    assert 'error="invalid_token"' in challenge and "resource_metadata=" in challenge
+    assert REFUSED[case] in reply.json()["error"], reply.json()
+
+
+@pytest.mark.parametrize("kind", ["serve", "deploy"])
+def test_a_genuine_token_and_a_static_hashed_one_are_let_in(servers: dict[str, Server], provider: Provider,
+                                                            kind: str) -> None:
+    assert servers[kind].knock(servers[kind].token(provider, "reader")).status_code == 200
+    assert servers[kind].knock(STATIC).status_code == 200
+    assert servers[kind].knock("q7Lx-9c1e0b7a-ci-WRONG").status_code == 401
+
+
+# ---- the official MCP client, per principal -----------------------------------------------------
+
+async def _session(url: str, token: str, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    import httpx2
+    from mcp.client.client import Client as SDKClient
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http, \
+            SDKClient(streamable_http_client(url, http_client=http)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        replies = []
+        for name, arguments in calls:
+            result = await client.call_tool(name, arguments)
+            replies.append({"error": result.is_error, "text": "".join(getattr(c, "text", "") for c in result.content)})
+        return {"tools": names, "calls": replies}
+
+
+def session(server: Server, token: str, *calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return asyncio.run(_session(server.resource, token, list(calls)))
+
+
+def test_tools_list_follows_each_principal_s_scopes(servers: dict[str, Server], provider: Provider) -> None:
+    s = servers["serve"]
+    listed = {c: session(s, s.token(provider, c))["tools"] for c in ("reader", "writer_a", "admin", "writer_only")}
+    everything = listed["admin"]
+    for client, scopes in (("reader", {"read"}), ("writer_a", {"read", "write"}), ("writer_only", {"write"})):
+        assert listed[client] == {n for n in everything if BY_NAME[n].scope in scopes}, client
+    assert "search" in listed["reader"] and "add_documents" not in listed["reader"]
+    assert "add_documents" in listed["writer_a"] and "retriever_init" not in listed["writer_a"]
+    assert "retriever_init" in everything and "search" not in listed["writer_only"]
+
+
+def test_a_reader_cannot_write(servers: dict[str, Server], provider: Provider) -> None:
+    s = servers["serve"]
+    out = session(s, s.token(provider, "reader"), ("add_documents", {"documents": [{"id": "r", "contents": "x"}]}),
+                  ("retriever_init", {}))
+    assert all(c["error"] for c in out["calls"])
+    assert "needs the scope 'write'" in out["calls"][0]["text"] and "reader" in out["calls"][0]["text"]
+    assert "needs the scope 'admin'" in out["calls"][1]["text"]
+
+
+def test_a_writer_of_b_cannot_write_the_default_collection_a_writer_of_it_can(servers: dict[str, Server],
+                                                                             provider: Provider) -> None:
+    s = servers["serve"]
+    doc = {"documents": [{"id": "oauth-doc-1", "contents": "Basalt herons count the tide tables."}]}
+    refused = session(s, s.token(provider, "writer_b"), ("add_documents", doc))["calls"][0]
+    assert refused["error"] and "writer_b may not write the collection 'default'" in refused["text"]
+    done = session(s, s.token(provider, "writer_a"), ("add_documents", doc), ("search", {"query": "basalt herons"}))
+    assert not done["calls"][0]["error"], done["calls"][0]["text"]
+    assert json.loads(done["calls"][0]["text"])["added"] == 1
+    assert "oauth-doc-1" in done["calls"][1]["text"]
+    static = session(s, STATIC, ("delete_documents", {"ids": ["oauth-doc-1"]}))["calls"][0]
+    assert not static["error"] and json.loads(static["text"])["deleted"] == 1
+    audit = [json.loads(line.split("retriever.audit: ", 1)[1]) for line in s.log_path.read_text().splitlines()
+             if "retriever.audit: " in line]
+    assert [(a["principal"], a["source"], a["tool"], a["collections"], a["outcome"]) for a in audit[-3:]] == [
+        ("writer_b", "oauth", "add_documents", ["default"], "refused"),
+        ("writer_a", "oauth", "add_documents", ["default"], "done"),
+        ("ci-indexer", "token", "delete_documents", ["default"], "done")]
+    assert audit[-2]["added"] == 1 and audit[-1]["deleted"] == 1
+    assert "Basalt herons" not in s.log_path.read_text()
+
+
+def test_a_collection_without_a_read_grant_is_refused_by_name(servers: dict[str, Server], provider: Provider) -> None:
+    s = servers["serve"]
+    out = session(s, s.token(provider, "reader"), ("search", {"query": "earthquakes", "collection": "b"}),
+                  ("retriever_fanout_search", {"query_list": ["earthquakes"], "collections": ["", "b"]}),
+                  ("search", {"query": "earthquakes"}))
+    assert [c["error"] for c in out["calls"]] == [True, True, False]
+    assert all("reader may not read the collection 'b'" in c["text"] for c in out["calls"][:2])
+
+
+# ---- the deploy service ---------------------------------------------------------------------------
+
+def test_the_deploy_service_follows_the_scopes_and_grants(servers: dict[str, Server], provider: Provider) -> None:
+    s = servers["deploy"]
+    reader = {"Authorization": f"Bearer {s.token(provider, 'reader')}"}
+    writer_only = {"Authorization": f"Bearer {s.token(provider, 'writer_only')}"}
+    search = {"query_list": ["earthquakes"], "top_k": 2}
+    ok = httpx.post(f"{s.url}/search", json=search, headers=reader, timeout=30)
+    assert ok.status_code == 200 and len(ok.json()["ret_psg"][0]) == 2
+    assert httpx.post(f"{s.url}/tools/bm25_search", json=search, headers=reader, timeout=30).status_code == 200
+    for route, body in (("/search", search), ("/tools/retriever_search", search), ("/metrics", None)):
+        no_read = httpx.request("GET" if body is None else "POST", s.url + route, json=body, headers=writer_only,
+                                timeout=30)
+        assert no_read.status_code == 403, (route, no_read.text)
+        assert 'error="insufficient_scope"' in no_read.headers["www-authenticate"]
+        assert 'scope="read"' in no_read.headers["www-authenticate"] and "writer_only" in no_read.json()["error"]
+    other = httpx.post(f"{s.url}/search", json={**search, "collection_name": "b"}, headers=reader, timeout=30)
+    assert other.status_code == 403 and "reader may not read the collection 'b'" in other.json()["error"]
+    mcp = session(s, s.token(provider, "reader"), ("search", {"query": "earthquakes", "top_k": 1}))
+    assert "search" in mcp["tools"] and not mcp["calls"][0]["error"]
+    assert session(s, s.token(provider, "writer_only"))["tools"] == set()  # its MCP tools all read
+
+
+# ---- last: the issuer's key rotation (restarts the provider) -------------------------------------
+
+def test_the_issuer_s_key_rotation_is_picked_up(servers: dict[str, Server], provider: Provider) -> None:
+    s = servers["serve"]
+    before = s.token(provider, "reader")
+    assert s.knock(before).status_code == 200
+    old_kid = parts(before)[0]["kid"]
+    time.sleep(2.1)  # oauth.jwks_refetch: the server may fetch the keys again
+    provider.rotate()
+    after = s.token(provider, "reader")
+    assert parts(after)[0]["kid"] != old_kid
+    assert s.knock(after).status_code == 200  # an unknown kid: the keys fetched again, the new one found
+    assert provider.jwks_hits() == 1
+    for _ in range(3):  # the old key is gone from the issuer; unknown kids within jwks_refetch fetch nothing
+        refused = s.knock(before)
+        assert refused.status_code == 401 and "a key the issuer does not publish" in refused.json()["error"]
+    assert provider.jwks_hits() == 1
+    assert servers["deploy"].knock(servers["deploy"].token(provider, "reader")).status_code == 200

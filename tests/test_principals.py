@@ -1,0 +1,216 @@
+"""Issue 47, phase 1, in process: principals and grants from parameter.yaml and the tokens file (hashed,
+several per principal for rotation, plain tokens of the old kind with every scope), each tool's scope
+from its declared effects (one function), tools/list and calls per principal through a real MCP client
+in memory, collections refused by name, and the audit line of each write. OAuth and the HTTP servers:
+tests/test_oauth.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import copy_built, engine_for
+from fastmcp import Client
+from retriever.api import grants
+from retriever.api.registry import TOOLS
+from retriever.api.tool import Effects, scope_of
+from retriever.config import validate_config
+from retriever.errors import ConfigError
+from retriever.mcp.server import build_server
+from retriever.security import principals as p
+from retriever.security.principals import PRINCIPAL, Principal
+
+TOKEN_OLD, TOKEN_NEW, PLAIN = "tok-rot-old-4f1c9a", "tok-rot-new-8b2e7d", "tok-plain-3c5a11"
+
+
+def sha(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def http(**section: Any) -> Any:
+    return validate_config({"security": {"http": section}}, source="parameter.yaml")
+
+
+# ---- configuration --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("section", "said"), [
+    pytest.param({"principals": [{"name": "ci", "token_sha256": [PLAIN]}]}, "64 lower-case hex digits", id="plain-in-hash"),
+    pytest.param({"principals": [{"name": "ci", "scopes": ["wrte"]}]}, "'read', 'write' or 'admin'", id="scope"),
+    pytest.param({"principals": [{"name": "ci"}, {"name": "ci"}]}, "'ci' is used twice", id="twice"),
+    pytest.param({"principals": [{"name": "ci", "colour": 1}]}, "valid keys here: name, scopes, read, write, groups, token_sha256",
+                 id="unknown-key"),
+    pytest.param({"principals": [{"name": "ci", "write": ["a/b"]}]}, "collection pattern", id="pattern"),
+    pytest.param({"oauth": {"issuer": "http://login.example.com", "resource": "https://s/mcp"}}, "https", id="http-issuer"),
+    pytest.param({"oauth": {"issuer": "https://i", "resource": "https://s/mcp", "algorithms": ["HS256"]}}, "RS256",
+                 id="hs256"),
+    pytest.param({"oauth": {"issuer": "https://i", "resource": "https://s/mcp", "grups": {}}}, "valid keys here: issuer",
+                 id="oauth-key"),
+])
+def test_a_wrong_principal_or_oauth_section_is_named(section: dict[str, Any], said: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        http(**section)
+    assert said in str(e.value) and "parameter.yaml" in str(e.value)
+    assert PLAIN not in str(e.value)
+
+
+def test_plain_tokens_of_the_environment_keep_every_scope(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RETRIEVER_HTTP_TOKENS", f"{TOKEN_OLD}, {TOKEN_NEW}")
+    table = p.load_table(http())
+    old, new = table.find(TOKEN_OLD), table.find(TOKEN_NEW)
+    assert old is not None and new is not None and old.unrestricted and new.unrestricted
+    assert old.caller != new.caller  # two plain tokens: two callers, as before
+    assert table.find("tok-wrong") is None and table.find("") is None
+    assert all(TOKEN_OLD not in d for d in table.by_digest)  # kept as digests only
+
+
+def test_a_hashed_token_names_its_principal_in_the_yaml_and_the_file(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RETRIEVER_HTTP_TOKENS", raising=False)
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"# the indexer's new token\nsha256:{sha(TOKEN_NEW)} indexer\n{PLAIN}\nsha256:{sha('x-any')}\n")
+    cfg = http(tokens_file=str(tokens), principals=[{"name": "indexer", "scopes": ["read", "write"], "write": ["docs_*"],
+                                                     "groups": ["eng"], "token_sha256": [sha(TOKEN_OLD)]}])
+    table = p.load_table(cfg)
+    old, new = table.find(TOKEN_OLD), table.find(TOKEN_NEW)
+    assert old == new and old is not None and old.name == "indexer" and old.groups == ("eng",)
+    assert old.may("write", "docs_2024") and not old.may("write", "default") and old.may("read", "")
+    assert not old.has("admin")
+    assert table.find(PLAIN).unrestricted and table.find("x-any").unrestricted  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    pytest.param(f"sha256:{sha(TOKEN_OLD)} nobody", "no principal named 'nobody'", id="unknown-principal"),
+    pytest.param(f"sha256:{TOKEN_OLD}", "64 lower-case hex digits", id="not-hex"),
+])
+def test_a_bad_line_of_the_tokens_file_is_named_without_quoting_it(tmp_path: Path, line: str, said: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RETRIEVER_HTTP_TOKENS", raising=False)
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{PLAIN}\n{line}\n")
+    with pytest.raises(ConfigError) as e:
+        p.load_table(http(tokens_file=str(tokens)))
+    assert said in str(e.value) and "entry 2" in str(e.value)
+    assert TOKEN_OLD not in str(e.value) and PLAIN not in str(e.value)
+
+
+def test_rotation_in_the_tokens_file_needs_no_restart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Old and new are both valid until the old line is removed; a file that no longer reads keeps the last table."""
+    monkeypatch.delenv("RETRIEVER_HTTP_TOKENS", raising=False)
+    monkeypatch.setattr(p, "RELOAD_EVERY", 0.0)
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"sha256:{sha(TOKEN_OLD)} ci\n")
+    static = p.StaticTokens(http(tokens_file=str(tokens), principals=[{"name": "ci", "scopes": ["read"]}]))
+    assert static.find(TOKEN_OLD) is not None and static.find(TOKEN_NEW) is None
+    tokens.write_text(f"sha256:{sha(TOKEN_OLD)} ci\nsha256:{sha(TOKEN_NEW)} ci\n")
+    assert static.find(TOKEN_OLD) == static.find(TOKEN_NEW) != None  # noqa: E711
+    tokens.write_text(f"sha256:{sha(TOKEN_NEW)} ci\n")
+    assert static.find(TOKEN_OLD) is None and static.find(TOKEN_NEW) is not None
+    tokens.write_text(f"sha256:{sha(TOKEN_NEW)} ghost\n")  # a bad edit: the last good table stays
+    assert static.find(TOKEN_NEW) is not None
+
+
+# ---- each tool's scope comes from its effects ---------------------------------------------------
+
+def expected_scope(e: Effects) -> str:
+    """The rule docs/security.md states, written here again (not imported): a read-only tool needs read;
+    one that changes what every caller is served (the session, a whole index, files) admin; any other
+    write, write."""
+    return "read" if e.read_only else "admin" if e.operator else "write"
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=[t.name for t in TOOLS])
+def test_each_tool_s_scope_is_its_effects_and_the_faces_use_it(tool: Any) -> None:
+    assert tool.scope == expected_scope(tool.effects) == scope_of(tool.effects)
+    for scope in ("read", "write", "admin"):  # what a principal of one scope is shown and allowed
+        one = Principal("one", frozenset({scope}))
+        assert (tool.name in grants.listed(one, TOOLS)) == (scope == expected_scope(tool.effects))
+        assert (grants.scope_refusal(one, tool) is None) == (scope == expected_scope(tool.effects))
+
+
+def test_the_scope_table_of_the_docs_is_the_registry_s() -> None:
+    from retriever.api.reference import SECURITY_PAGE, scopes_markdown, section
+
+    assert section(SECURITY_PAGE.read_text(), "scopes") == scopes_markdown(), "run .venv/bin/python -m retriever.api.reference"
+
+
+# ---- tools/list and calls per principal, through a real MCP client in memory ------------------
+
+READER = Principal("reader", frozenset({"read"}), read=("default",), write=())
+WRITER_B = Principal("writer-b", frozenset({"read", "write"}), read=("*",), write=("b",))
+WRITER = Principal("writer", frozenset({"read", "write"}), read=("*",), write=("default",))
+
+
+def as_principal(principal: Principal, work: Any) -> Any:
+    """`work()` (a coroutine function) run as `principal`, as the HTTP guard sets it for a request."""
+    ctx = contextvars.copy_context()
+    ctx.run(PRINCIPAL.set, principal)
+    return ctx.run(asyncio.run, work())
+
+
+@pytest.fixture(scope="module")
+def server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    engine = engine_for(copy_built(built_project, tmp_path_factory.mktemp("grants") / "p"))
+    engine.init()
+    yield build_server(engine, profile="full")
+
+
+def call(server: Any, principal: Principal, tool: str, args: dict[str, Any]) -> Any:
+    async def run() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool(tool, args, raise_on_error=False)
+
+    return as_principal(principal, run)
+
+
+@pytest.mark.parametrize("principal", [READER, WRITER, p.OPERATOR], ids=["reader", "writer", "operator"])
+def test_tools_list_shows_a_principal_only_what_it_may_call(server: Any, principal: Principal) -> None:
+    async def names() -> set[str]:
+        async with Client(server) as client:
+            return {t.name for t in await client.list_tools()}
+
+    listed = as_principal(principal, names)
+    served = set(server._tool_manager._tools) if hasattr(server, "_tool_manager") else None
+    everything = as_principal(p.OPERATOR, names)
+    assert served is None or everything <= served
+    assert listed == {n for n in everything if next(t for t in TOOLS if t.name == n).scope in principal.scopes}
+    if principal is READER:
+        assert "search" in listed and not listed & {"add_documents", "retriever_delete", "retriever_init", "bm25_index"}
+
+
+def test_a_call_without_the_scope_is_refused_naming_it(server: Any) -> None:
+    result = call(server, READER, "add_documents", {"documents": [{"id": "r1", "contents": "not by a reader"}]})
+    assert result.is_error and "add_documents needs the scope 'write'" in result.content[0].text
+    assert "reader" in result.content[0].text
+
+
+def test_a_writer_of_another_collection_cannot_write_this_one(server: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="retriever.audit")
+    refused = call(server, WRITER_B, "add_documents", {"documents": [{"id": "w1", "contents": "from b"}]})
+    assert refused.is_error and "may not write the collection 'default'" in refused.content[0].text
+    done = call(server, WRITER, "add_documents", {"documents": [{"id": "w2", "contents": "quartz lagoon notes"}]})
+    assert not done.is_error, done.content[0].text
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "retriever.audit"]
+    assert {"principal": "writer-b", "tool": "add_documents", "collections": ["default"], "outcome": "refused"}.items() \
+        <= lines[0].items()
+    assert lines[1]["principal"] == "writer" and lines[1]["outcome"] == "done" and lines[1]["added"] == 1
+    assert "quartz" not in caplog.text  # counts, never texts
+
+
+@pytest.mark.parametrize(("tool", "args", "named"), [
+    pytest.param("search", {"query": "earthquakes", "collection": "b"}, "'b'", id="search-b"),
+    pytest.param("retriever_fanout_search", {"query_list": ["earthquakes"], "collections": ["", "b"]}, "'b'", id="fanout"),
+    pytest.param("get_document", {"ids": ["x"], "collection": "secret_1"}, "'secret_1'", id="get-document"),
+])
+def test_a_collection_without_a_read_grant_is_refused_by_name(server: Any, tool: str, args: dict[str, Any],
+                                                                named: str) -> None:
+    result = call(server, READER, tool, args)
+    assert result.is_error and f"may not read the collection {named}" in result.content[0].text
+    allowed = call(server, READER, "search", {"query": "earthquakes"})
+    assert not allowed.is_error, allowed.content[0].text
