@@ -68,7 +68,7 @@ demo: $(BIN)/retriever
 	$(BIN)/python scripts/demo.py --config parameter.yaml
 
 # The Milvus 2.3.5 standalone server (PyPI `milvus`, no dependencies) lives in its own venv. Its
-# tests run in a private network namespace (it listens on every interface): see tests/milvus_server.py.
+# tests run in a private network namespace (it listens on every interface): see servers/retriever/testing/milvus_server.py.
 MILVUS_VENV := .cache/milvus-venv
 NETNS := unshare --net --fork sh -c
 

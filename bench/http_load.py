@@ -27,10 +27,8 @@ import time
 from pathlib import Path
 
 from report import ROOT, scifact_queries, write_section
+from retriever.testing.net import free_port, wait_http
 from startup import build, sets
-
-sys.path.insert(0, str(ROOT / "tests"))
-from embedding_servers import free_port, wait_http  # noqa: E402  (the tests' helpers)
 
 LOG = ROOT / "bench" / "out" / "http_load.log"  # the last server's stderr
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import random
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,8 +33,7 @@ def main() -> None:
         from retriever.embedders import exported
 
         exported.BATCH_TOKENS = 1 << 30
-    sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import engine_for, write_project
+    from retriever.testing.projects import engine_for, write_project
 
     with tempfile.TemporaryDirectory() as tmp:
         config = write_project(Path(tmp) / "p")

@@ -25,9 +25,7 @@ from typing import Any
 import httpx
 import psutil
 from report import ROOT, SCIFACT, scifact_queries, write_section
-
-sys.path.insert(0, str(ROOT / "tests"))
-from embedding_servers import free_port, wait_http  # noqa: E402  (the tests' helpers)
+from retriever.testing.net import free_port, wait_http
 
 BIN = Path(sys.executable).parent
 OUT = ROOT / "index" / "scifact"
@@ -107,7 +105,6 @@ def batch_metrics(url: str) -> tuple[float, float, float]:
 
 def in_process(queries: list[str], k: int, runs: int, modes: list[str]) -> dict[str, float]:
     """Queries per second of one batched call of all `queries`, per mode (median of `runs`)."""
-    sys.path.insert(0, str(ROOT / "servers"))
     from retriever.api import call
     from retriever.api.models import DeploySearchRequest
     from retriever.cli import parse_sets

@@ -119,8 +119,7 @@ def bench_milvus(uri: str, ids, texts, docs, queries, chunk: int, consistency: s
 
 
 def run_server(ids, texts, docs, queries, chunk: int, consistency: str) -> dict:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from milvus_server import running_milvus_server
+    from retriever.testing.milvus_server import running_milvus_server
 
     with tempfile.TemporaryDirectory() as tmp, running_milvus_server(Path(tmp)) as uri:
         return bench_milvus(uri, ids, texts, docs, queries, chunk, consistency)

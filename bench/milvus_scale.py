@@ -29,12 +29,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from report import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "servers"))
-from report import write_section  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "scale"
 
@@ -60,8 +57,8 @@ def main() -> None:
     p.add_argument("--chunk", type=int, default=2000)
     p.add_argument("--queries", type=int, default=200)
     args = p.parse_args()
-    from milvus_server import running_milvus_server
     from retriever.indexes.milvus.store import MilvusStore
+    from retriever.testing.milvus_server import running_milvus_server
 
     folder = OUT / str(args.size)
     vectors = np.load(folder / "out" / "embedding.npy", mmap_mode="r")

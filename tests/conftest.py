@@ -19,38 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from fastmcp import Client
-from milvus_server import milvus_server_uri  # noqa: F401  (session fixture: the Milvus 2.3.5 server)
 from retriever import Retriever
-from retriever.config import load_config
 from retriever.mcp.server import build_server
+from retriever.testing.milvus_server import ServerError, running_milvus_server
+from retriever.testing.projects import ROOT, engine_for, write_project
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "data" / "sample_corpus.jsonl"
-SCIFACT = ROOT / "data" / "scifact"
 BIN = Path(sys.executable).parent
-
-
-def write_project(folder: Path, corpus: Path | str = SAMPLE, **overrides: Any) -> Path:
-    """A parameter.yaml in `folder` (relative output paths), the corpus copied beside it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    corpus_path = Path(corpus)
-    if corpus_path.is_file():
-        shutil.copy(corpus_path, folder / "corpus.jsonl")
-    cfg = yaml.safe_load((ROOT / "parameter.yaml").read_text())
-    cfg.update(
-        corpus_path="corpus.jsonl",
-        embedding_path="out/embedding.npy",
-        docs_path="out/docs",
-    )
-    cfg["backend_configs"]["bm25"]["save_path"] = "out/bm25"
-    cfg["index_backend_configs"]["faiss"]["index_path"] = "out/faiss"
-    for key, value in overrides.items():
-        cfg[key] = value
-    path = folder / "parameter.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 def copy_built(built_project: Path, dest: Path) -> Path:
@@ -70,10 +45,6 @@ def run_and_kill(target: Any, config: Path, delay: float) -> None:
     time.sleep(delay)
     os.kill(proc.pid, signal.SIGKILL)
     proc.join()
-
-
-def engine_for(config_path: Path, overrides: dict[str, Any] | None = None) -> Retriever:
-    return Retriever(load_config(config_path, overrides), config_path.parent)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -176,7 +147,7 @@ def cli_json(*args: str, cwd: Path = ROOT) -> Any:
 @pytest.fixture(scope="module")
 def http_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`retriever serve --transport http` on the built project, with two bearer tokens (rotation)."""
-    from embedding_servers import free_port, wait_http
+    from retriever.testing.net import free_port, wait_http
 
     port = free_port()
     log = (tmp_path_factory.mktemp("http") / "stderr.log").open("w+")
@@ -192,6 +163,21 @@ def http_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -
         proc.wait(30)
     log.seek(0)
     assert "tok-old-111" not in log.read()
+
+
+@pytest.fixture(scope="session")
+def milvus_server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """http://127.0.0.1:19530 of a fresh milvus-server with its data in a temporary folder
+    (retriever.testing.milvus_server): the `milvus_server` tests' server, one per session."""
+    try:
+        server = running_milvus_server(tmp_path_factory.mktemp("milvus-server"))
+        uri = server.__enter__()
+    except ServerError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield uri
+    finally:
+        server.__exit__(None, None, None)
 
 
 COLLECT_ABOVE = 1536 << 20  # bytes of RSS past which a finished test's garbage is collected at once

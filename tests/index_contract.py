@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from conftest import engine_for, write_project
 from retriever import Retriever
 from retriever.errors import IndexMismatchError, InvalidInputError
 from retriever.filters import parse
+from retriever.testing.projects import engine_for, write_project
 
 GROUPS = ("alpha", "beta", "gamma")
 TOPICS = ("rivers and lakes", "mountain climbing", "bread baking", "jazz music", "solar power", "chess openings",

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import MCP, ROOT, copy_built, engine_for, write_project
+from conftest import MCP, copy_built
 from fastmcp import Client
 from retriever.api.registry import BY_NAME, TOOLS, in_profile
 from retriever.mcp.server import build_server
+from retriever.testing.projects import ROOT, engine_for, write_project
 
 Q = "what causes earthquakes"
 

@@ -8,9 +8,9 @@ import json
 
 import numpy as np
 import pytest
-from conftest import SAMPLE
 from retriever.config import BM25Config
 from retriever.indexes.bm25 import BM25Index
+from retriever.testing.projects import SAMPLE
 
 BASE = [json.loads(line)["contents"] for line in SAMPLE.open()]
 ADDED = [

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import engine_for, write_project
 from retriever.errors import IndexMismatchError
+from retriever.testing.projects import engine_for, write_project
 
 
 def bm25_built(tmp_path: Path, method: str, corpus: Path | None = None) -> Any:

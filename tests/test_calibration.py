@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, engine_for, write_project
 from retriever.search import calibration
 from retriever.search.calibration import vector_weight
+from retriever.testing.projects import ROOT, engine_for, write_project
 
 
 @pytest.mark.parametrize("dense, bm25, expected", [
@@ -86,7 +86,7 @@ def test_a_read_only_server_measures_but_writes_no_file(tmp_path: Path) -> None:
 
 def test_a_collection_without_a_corpus_is_measured_again_when_it_doubles_not_per_add(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from conftest import SAMPLE
+    from retriever.testing.projects import SAMPLE
 
     calibration._MEMO.clear()
     docs = [json.loads(line) for line in SAMPLE.open()]

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MCP, copy_built, engine_for, write_project
-from fake_llm import FakeLLM
-from fake_web import FakeProvider, start, stop
+from conftest import MCP, copy_built
 from retriever import Retriever
 from retriever.config import LimitsConfig, validate_config
+from retriever.testing.fake_llm import FakeLLM
+from retriever.testing.fake_web import FakeProvider, start, stop
+from retriever.testing.projects import engine_for, write_project
 
 KEY = "web-limit-key-5d1"
 LLM_KEY = "llm-limit-key-77a"

@@ -8,9 +8,9 @@ import gc
 from pathlib import Path
 
 import pytest
-from conftest import write_project
 from retriever import main as cli
 from retriever import package_version as server_version
+from retriever.testing.projects import write_project
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -10,7 +10,7 @@ tests/mcp_sdk1_client.py), FastMCP's `Client`, LlamaIndex's MCP tools (`llama-in
 reply must be a success whose structured content validates against the outputSchema the client
 was given (jsonschema) and carries the work done (hits, the document asked for, the chunk ids).
 Real server processes on 127.0.0.1 and real clients; a web provider is a local server speaking
-Tavily's wire format (tests/fake_web.py), so that web_search is listed too."""
+Tavily's wire format (retriever.testing.fake_web), so that web_search is listed too."""
 
 from __future__ import annotations
 
@@ -26,9 +26,10 @@ import httpx
 import jsonschema
 import pytest
 import yaml
-from conftest import BIN, ROOT, copy_built
-from embedding_servers import free_port, wait_http
-from fake_web import FakeProvider, start, stop
+from conftest import BIN, copy_built
+from retriever.testing.fake_web import FakeProvider, start, stop
+from retriever.testing.net import free_port, wait_http
+from retriever.testing.projects import ROOT
 
 Q = "what causes earthquakes"
 TOKEN = "matrix-4f8e2a91"

@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 import yaml
 from conftest import MCP
-from embedding_servers import FakeServer
-from fake_web import FakeProvider, start, stop
-from json_server import JsonServer
 from retriever import Retriever
 from retriever.api.ultrarag import ultrarag_overrides
 from retriever.config import load_config, validate_config
 from retriever.errors import ForbiddenError
 from retriever.mcp.server import build_server
 from retriever.security.guard import FROM_CLIENT, check_client_config
+from retriever.testing.embedding_servers import FakeServer
+from retriever.testing.fake_web import FakeProvider, start, stop
+from retriever.testing.json_server import JsonServer
 
 KEY = "sk-OPERATOR-5e6f7a8b9c0d"  # the operator's, in the YAML or the environment
 CLIENT_KEY = "sk-client-own-1a2b3c"
@@ -339,7 +339,7 @@ def test_a_milvus_server_uri_from_a_call_gets_no_operator_token(tmp_path: Path,
     """MILVUS_TOKEN is the operator's: a server URI from a call (UltraRAG's mode lets calls set URLs)
     without a token of its own is refused before anything connects; with its own token, or a Lite
     file, the rule does not apply."""
-    from conftest import write_project
+    from retriever.testing.projects import write_project
 
     monkeypatch.setenv("MILVUS_TOKEN", "root:operator-secret")
     base = load_config(write_project(tmp_path / "p"), {"security": {"client_endpoints": True}})

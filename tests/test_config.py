@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT
 from retriever.config import Config, load_config
 from retriever.errors import ConfigError
+from retriever.testing.projects import ROOT
 
 
 def write(tmp_path: Path, data: object) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from embedding_servers import free_port, wait_http
+from retriever.testing.net import free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 TAG = "localhost/mcp-retriever:test"

@@ -19,10 +19,11 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from conftest import BIN, MCP, engine_for
-from embedding_servers import free_port, wait_http
+from conftest import BIN, MCP
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
+from retriever.testing.net import free_port, wait_http
+from retriever.testing.projects import engine_for
 
 TOKEN = "deploy-secret-7f3a9c"
 QUERIES = [

@@ -12,13 +12,14 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import MCP, copy_built, engine_for
+from conftest import MCP, copy_built
 from retriever.config import ChunkingConfig, LimitsConfig
 from retriever.documents.parse import parse_pdf
 from retriever.documents.pdf_images import build_image_corpus
 from retriever.documents.split import chunks_of
 from retriever.errors import CancelledWork, LimitError
 from retriever.security.limits import CANCEL
+from retriever.testing.projects import engine_for
 
 
 def handmade_pdf(content: bytes, width: float = 612, height: float = 792, pages: int = 1) -> bytes:

@@ -102,7 +102,7 @@ def test_a_corpus_of_long_documents_is_chunked(tmp_path: Path) -> None:
     import json
 
     import yaml
-    from conftest import engine_for, write_project
+    from retriever.testing.projects import engine_for, write_project
 
     corpus = tmp_path / "long.jsonl"
     docs = [{"id": "tides", "contents": "The moon pulls the sea. Spring tides follow the full moon. Neap tides are "
@@ -138,9 +138,9 @@ def test_a_corpus_of_long_documents_is_chunked(tmp_path: Path) -> None:
     pytest.param({"by": "letters"}, "chunking.by", id="unknown-by"),
 ])
 def test_chunking_settings_are_checked(tmp_path: Path, chunking: dict, says: str) -> None:
-    from conftest import write_project
     from retriever.config import load_config
     from retriever.errors import ConfigError
+    from retriever.testing.projects import write_project
 
     with pytest.raises(ConfigError, match=None) as e:
         load_config(write_project(tmp_path / "p", chunking=chunking))
@@ -148,15 +148,16 @@ def test_chunking_settings_are_checked(tmp_path: Path, chunking: dict, says: str
 
 
 def _sentence_project(tmp_path: Path) -> Path:
-    from conftest import write_project
+    from retriever.testing.projects import write_project
 
     return write_project(tmp_path / "p", chunking={"by": "sentence", "length": 2, "overlap": 1})
 
 
 def test_ingest_search_windows_neighbors_reingest_delete(tmp_path: Path) -> None:
     """Through the MCP client: documents sent as Markdown and HTML text and a PDF file."""
-    from conftest import MCP, engine_for
+    from conftest import MCP
     from fpdf import FPDF
+    from retriever.testing.projects import engine_for
 
     config = _sentence_project(tmp_path)
     mcp = MCP(engine_for(config))
@@ -204,7 +205,8 @@ def test_ingest_search_windows_neighbors_reingest_delete(tmp_path: Path) -> None
     pytest.param(None, ["t:1", "t:2"], id="off"),
 ])
 def test_auto_merging(tmp_path: Path, threshold: float | None, expected: list[str]) -> None:
-    from conftest import MCP, engine_for, write_project
+    from conftest import MCP
+    from retriever.testing.projects import engine_for, write_project
 
     config = write_project(tmp_path / "p", chunking={"by": "sentence", "levels": [4, 2]}, backend="bm25")
     mcp = MCP(engine_for(config))

@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from conftest import engine_for, write_project
-from embedding_servers import FakeServer, fake_vector, free_port
 from retriever.config import Config, load_config
 from retriever.embedders import build_embedder
 from retriever.errors import ConfigError, EmbeddingServerError, IndexMismatchError, NotYetSupportedError
+from retriever.testing.embedding_servers import FakeServer, fake_vector
+from retriever.testing.net import free_port
+from retriever.testing.projects import engine_for, write_project
 
 KEY = "sk-test-9f8e7d6c5b4a-secret"
 

@@ -113,8 +113,8 @@ def scifact_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Real TREC run files: BM25 on SciFact test (300 queries, 100 deep) with two settings (their
     scores tie now and then, as BM25's do), the first with rank-derived scores (no ties) and with
     scores rounded to 1 decimal (ties everywhere, to check the order ties are read in)."""
-    from conftest import SCIFACT, engine_for, write_project
     from retriever.search.evaluation import load_queries
+    from retriever.testing.projects import SCIFACT, engine_for, write_project
 
     folder = tmp_path_factory.mktemp("runs")
     qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
@@ -142,8 +142,8 @@ def test_measures_equal_pytrec_eval_ir_measures_and_ranx(scifact_runs: dict[str,
     import ir_measures
     import pytrec_eval
     import ranx
-    from conftest import SCIFACT
     from retriever.search.evaluation import read_trec_run
+    from retriever.testing.projects import SCIFACT
 
     qrels_file = SCIFACT / "qrels" / "test.tsv"
     qrels = load_qrels(qrels_file)
@@ -187,9 +187,9 @@ def _trec_qrels(beir: Path) -> Path:
 def test_the_significance_test_agrees_with_scipy_and_ranx(scifact_runs: dict[str, Path]) -> None:
     import numpy as np
     import ranx
-    from conftest import SCIFACT
     from ranx.statistical_tests import fisher_randomization_test
     from retriever.search.evaluation import compare, per_query, read_trec_run
+    from retriever.testing.projects import SCIFACT
     from scipy.stats import ttest_rel
 
     qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
@@ -206,8 +206,8 @@ def test_the_significance_test_agrees_with_scipy_and_ranx(scifact_runs: dict[str
 
 
 def test_cli_eval_of_a_run_file_and_compare(scifact_runs: dict[str, Path]) -> None:
-    from conftest import SCIFACT
     from retriever.search.evaluation import read_trec_run
+    from retriever.testing.projects import SCIFACT
 
     qrels = SCIFACT / "qrels" / "test.tsv"
     measured = cli_json("eval", "--run", str(scifact_runs["bm25"]), "--qrels", str(qrels), "--json")

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import MCP, copy_built, engine_for
+from conftest import MCP, copy_built
 from retriever.mcp.server import build_server
+from retriever.testing.projects import engine_for
 from test_deploy import Deploy
 
 

@@ -104,7 +104,7 @@ def test_a_call_sets_nprobe_and_ef_search_for_itself() -> None:
 
 def ivf_engine(config, factory: str, nprobe: int):  # noqa: ANN001, ANN201 - a Path in, a Retriever out
     """The sample project with an IVF index from the YAML, embedded and indexed."""
-    from conftest import engine_for
+    from retriever.testing.projects import engine_for
 
     engine = engine_for(config, {"index_backend_configs": {"faiss": {"index_factory": factory, "nprobe": nprobe}}})
     engine.init()
@@ -114,7 +114,8 @@ def ivf_engine(config, factory: str, nprobe: int):  # noqa: ANN001, ANN201 - a P
 
 
 def test_nprobe_through_the_tools(tmp_path) -> None:
-    from conftest import MCP, write_project
+    from conftest import MCP
+    from retriever.testing.projects import write_project
 
     engine = ivf_engine(write_project(tmp_path / "p"), "IVF4,Flat", 1)
     engine.bm25_index(progress=False)
@@ -139,7 +140,7 @@ def test_nprobe_through_the_tools(tmp_path) -> None:
 
 
 def test_an_ivf_index_from_the_yaml_answers_filtered_searches(tmp_path) -> None:
-    from conftest import engine_for, write_project
+    from retriever.testing.projects import engine_for, write_project
 
     config = write_project(tmp_path / "p")
     engine = ivf_engine(config, "IVF2,Flat", 2)

@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import MCP, engine_for
+from conftest import MCP
+from retriever.testing.projects import engine_for
 
 NOTES = [
     {"id": "n1", "contents": "Quokkas are small wallabies living on Rottnest Island near Perth.", "topic": "zoology"},

@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import MCP, copy_built, engine_for
+from conftest import MCP, copy_built
 from retriever.errors import CancelledWork
 from retriever.filters import MAX_VALUES, matches, parse
 from retriever.security.limits import CANCEL
+from retriever.testing.projects import engine_for
 
 
 @pytest.fixture

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import MCP, SAMPLE
+from conftest import MCP
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from retriever.errors import InvalidInputError
 from retriever.filters import matches, parse
 from retriever.indexes.milvus.filters import to_milvus
+from retriever.testing.projects import SAMPLE
 
 DOCS = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
 META = {d["id"]: {"topic": d["topic"], "year": d["year"]} for d in DOCS}

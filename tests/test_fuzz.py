@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import copy_built, engine_for
-from embedding_servers import FakeServer
+from conftest import copy_built
 from fastmcp import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from retriever.api.registry import BY_NAME, TOOLS
 from retriever.mcp.server import build_server
+from retriever.testing.embedding_servers import FakeServer
+from retriever.testing.projects import engine_for
 from schema_strategies import from_schema
 
 json_values = st.recursive(

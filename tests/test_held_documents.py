@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import MCP, engine_for
+from conftest import MCP
+from retriever.testing.projects import engine_for
 
 
 @pytest.fixture(params=["full_text", "is_demo"])

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 from conftest import BIN
-from embedding_servers import free_port, wait_http
 from fastmcp import Client
 from mcp.shared.exceptions import MCPError
+from retriever.testing.net import free_port, wait_http
 
 TOKEN_A, TOKEN_B = "hard-a-5e1f0c", "hard-b-9d2a77"
 HEADER_TIMEOUT, BODY_TIMEOUT = 1.0, 2.0

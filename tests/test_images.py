@@ -1,6 +1,6 @@
 """Image corpora (`is_multimodal`) through the MCP client: init, embed, index, text search over
 images, persistence, filters, add and delete, collections, Milvus Lite, PDF pages, and errors that
-name the corpus line. The model is a tiny CLIP built at test time (tests/images.py)."""
+name the corpus line. The model is a tiny CLIP built at test time (retriever.testing.images)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MCP, engine_for
-from images import draw, image_project, reference_vectors, tiny_clip
+from conftest import MCP
+from retriever.testing.images import draw, image_project, reference_vectors, tiny_clip
+from retriever.testing.projects import engine_for
 
 QUERIES = ["a red square", "something green on noise"]
 
@@ -117,7 +118,7 @@ def test_an_infinity_server_embeds_the_images(project: Path, clip: Path, tmp_pat
     """The real `infinity_emb` serving the tiny CLIP: images go as data URIs with modality image and
     come back as the in-process model's vectors. (Queries are compared on one that both sides'
     transformers tokenise alike: the toy byte-level vocabulary splits others differently.)"""
-    from embedding_servers import InfinityServer, infinity_venv
+    from retriever.testing.embedding_servers import InfinityServer, infinity_venv
 
     if os.environ.get("RETRIEVER_SKIP_INFINITY") == "1" or not (infinity_venv() / "bin" / "infinity_emb").exists():
         pytest.skip("no Infinity venv (make infinity-venv), or RETRIEVER_SKIP_INFINITY=1")
@@ -143,7 +144,7 @@ def test_an_infinity_server_embeds_the_images(project: Path, clip: Path, tmp_pat
 
 
 def test_a_server_whose_model_embeds_no_images_is_refused_at_init(project: Path, tmp_path: Path) -> None:
-    from embedding_servers import InfinityServer, infinity_venv
+    from retriever.testing.embedding_servers import InfinityServer, infinity_venv
 
     if os.environ.get("RETRIEVER_SKIP_INFINITY") == "1" or not (infinity_venv() / "bin" / "infinity_emb").exists():
         pytest.skip("no Infinity venv (make infinity-venv), or RETRIEVER_SKIP_INFINITY=1")
@@ -249,7 +250,7 @@ def test_bm25_and_hybrid_say_images_have_no_text(project: Path) -> None:
 
 
 def test_embed_refuses_is_multimodal_on_a_text_session(tmp_path: Path) -> None:
-    from conftest import write_project
+    from retriever.testing.projects import write_project
 
     mcp = MCP(engine_for(write_project(tmp_path / "t")))
     mcp.ok("retriever_init")

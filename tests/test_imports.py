@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+from retriever.testing.projects import ROOT
 
 # A library that imports an optional module eagerly, then has another thread import it.
 LIBRARY = '''

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT
 from index_contract import IndexContract
+from retriever.testing.projects import ROOT
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 BACKENDS = yaml.safe_load((ROOT / "parameter.yaml").read_text())["index_backend_configs"]

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import SCIFACT, engine_for, write_project
-from embedding_servers import InfinityServer, infinity_venv
 from retriever.config import Config
 from retriever.embedders import build_embedder
 from retriever.errors import EmbeddingServerError
+from retriever.testing.embedding_servers import InfinityServer, infinity_venv
+from retriever.testing.projects import SCIFACT, engine_for, write_project
 
 KEY = "infinity-test-key-5e1d"
 N_DOCS, N_QUERIES = 200, 20

@@ -18,7 +18,6 @@ from typing import Any
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # before haystack is imported: no network calls
 
 import pytest
-from conftest import engine_for, write_project
 from haystack import Pipeline
 from haystack.components.joiners import DocumentJoiner
 from langchain_core.runnables import RunnableLambda
@@ -35,6 +34,7 @@ from retriever.integrations import langchain as lc
 from retriever.integrations import llamaindex as li
 from retriever.integrations import translate
 from retriever.testing.folders import MARKERS, make_folder
+from retriever.testing.projects import engine_for, write_project
 from test_deploy import TOKEN, Deploy
 
 Settings.llm = None  # LlamaIndex's own no-LLM mode (MockLLM, never called: no text is synthesised)
@@ -336,8 +336,8 @@ def test_from_url_token_from_the_environment_and_refused_without(service: Deploy
 
 
 def test_a_service_that_is_not_there_is_named() -> None:
-    from embedding_servers import free_port
     from retriever.integrations.core import SearchOptions, Service
+    from retriever.testing.net import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(RemoteError, match=f"{url}/search: cannot reach it .*after 0 retries.*retriever deploy"):

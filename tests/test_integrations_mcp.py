@@ -22,7 +22,6 @@ from typing import Any
 
 import httpx
 import pytest
-from embedding_servers import free_port
 from haystack import Pipeline
 from retriever.errors import InvalidInputError, RemoteError
 from retriever.integrations import haystack as hs
@@ -30,6 +29,7 @@ from retriever.integrations import langchain as lc
 from retriever.integrations import llamaindex as li
 from retriever.integrations.core import SearchOptions
 from retriever.integrations.over_mcp import McpServer
+from retriever.testing.net import free_port
 from test_http_hardening import TOKEN_A, Server
 from test_integrations import (
     HAYSTACK,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, SCIFACT, write_project
 from retriever.config import Config
 from retriever.embedders.runtime import choose
 from retriever.errors import MissingDependencyError
+from retriever.testing.projects import ROOT, SCIFACT, write_project
 
 PY = sys.executable
 HEAVY = ("torch", "transformers", "sentence_transformers")

@@ -8,8 +8,9 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
-from conftest import MCP, copy_built, engine_for, run_and_kill, write_project
+from conftest import MCP, copy_built, run_and_kill
 from retriever.errors import IndexMismatchError, InvalidInputError
+from retriever.testing.projects import engine_for, write_project
 
 NEW = [
     {"id": "n1", "contents": "Quokkas are small wallabies living on Rottnest Island near Perth.", "year": 2024,

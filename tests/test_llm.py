@@ -1,5 +1,5 @@
-"""LLM-assisted retrieval through the MCP client, against a local chat-completions server (tests/
-fake_llm.py) driven by the real `openai` client: query rewriting, agentic rounds, LLM reranking as a
+"""LLM-assisted retrieval through the MCP client, against a local chat-completions server
+(retriever.testing.fake_llm) driven by the real `openai` client: query rewriting, agentic rounds, LLM reranking as a
 result stage, triple extraction and graph search, filter inference; every request checked, and
 malformed answers, refusals, timeouts and 429s leaving the plain result with a warning."""
 
@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MCP, copy_built, engine_for
-from fake_llm import FakeLLM
+from conftest import MCP, copy_built
+from retriever.testing.fake_llm import FakeLLM
+from retriever.testing.projects import engine_for
 
 KEY = "llm-test-key-9c2e7"
 Q = "How do plants turn sunlight into sugar?"

@@ -8,10 +8,10 @@ import time
 
 import numpy as np
 import pytest
-from conftest import SCIFACT
 from retriever.config import Config
 from retriever.embedders import build_embedder
 from retriever.embedders.sentence_transformers import native_bf16_cpu
+from retriever.testing.projects import SCIFACT
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import BIN, MCP, copy_built, engine_for
-from embedding_servers import free_port, wait_http
-from fake_llm import FakeLLM
+from conftest import BIN, MCP, copy_built
 from fastmcp import Client
+from retriever.testing.fake_llm import FakeLLM
+from retriever.testing.net import free_port, wait_http
+from retriever.testing.projects import engine_for
 
 HUGE = "9" * 5000  # over Python's 4,300-digit limit for int <-> str
 LEAF = {"field": "id", "operator": "==", "value": "doc01"}

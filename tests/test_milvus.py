@@ -1,7 +1,7 @@
 """MilvusStore on Milvus Lite and on a real Milvus 2.3.5 server (the `milvus_server` marker).
 
 Each behaviour runs on both where it applies; the server cases need the private network
-namespace that `make test` sets up (tests/milvus_server.py).
+namespace that `make test` sets up (retriever.testing.milvus_server).
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import MCP, SAMPLE, cli_json, copy_built, engine_for, run_cli
+from conftest import MCP, cli_json, copy_built, run_cli
 from retriever.errors import IndexMismatchError
 from retriever.filters import parse
+from retriever.testing.projects import SAMPLE, engine_for
 
 BACKENDS = [
     pytest.param("lite", id="lite"),

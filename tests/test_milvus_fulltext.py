@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import MCP, engine_for
+from conftest import MCP
 from retriever.filters import matches, parse
 from retriever.indexes.milvus.client import MilvusVersionError
 from retriever.search.fusion import fuse
+from retriever.testing.projects import engine_for
 
 # one word each, spelt as in the document that holds it (Milvus Lite's analyzer does not stem)
 EXACT = ["photosynthesis", "earthquakes", "inflation", "black holes", "vaccines", "Gutenberg printing press",

@@ -22,8 +22,9 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from conftest import BIN, ROOT, SAMPLE
-from embedding_servers import free_port, wait_http
+from conftest import BIN
+from retriever.testing.net import free_port, wait_http
+from retriever.testing.projects import ROOT, SAMPLE
 
 pytestmark = pytest.mark.milvus_server
 

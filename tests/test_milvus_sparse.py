@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import engine_for
 from retriever.errors import IndexMismatchError, IndexMissingError, NotYetSupportedError
 from retriever.filters import matches, parse
 from retriever.indexes.milvus import sparse as milvus_sparse
 from retriever.indexes.milvus.client import MilvusVersionError
 from retriever.search.fusion import fuse
+from retriever.testing.projects import engine_for
 from test_sparse import brute_force, build_tiny_mlm
 
 QUERIES = ["how do plants turn light into sugar", "genetic material copied in cells", "volcano eruption lava"]

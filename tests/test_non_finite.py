@@ -15,8 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import BIN, MCP, engine_for, write_project
-from embedding_servers import free_port, wait_http
+from conftest import BIN, MCP
+from retriever.testing.net import free_port, wait_http
+from retriever.testing.projects import engine_for, write_project
 
 TOKEN = "finite-51be07"
 ACCEPT = "application/json, text/event-stream"

@@ -22,8 +22,8 @@ import httpx
 import pytest
 import yaml
 from conftest import BIN, copy_built
-from embedding_servers import free_port, wait_http
 from retriever.api.registry import BY_NAME
+from retriever.testing.net import free_port, wait_http
 from retriever.testing.oidc import Client, Provider, forged, missing, parts
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MCP, engine_for, write_project
+from conftest import MCP
 from retriever.errors import ConfigError, NotYetSupportedError
+from retriever.testing.projects import engine_for, write_project
 
 INSTR = "Represent this question for retrieving passages: "
 

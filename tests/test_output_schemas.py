@@ -15,12 +15,13 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from conftest import BIN, copy_built, engine_for
-from fake_web import FakeProvider, start, stop
+from conftest import BIN, copy_built
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from retriever.mcp.core import served_tools
 from retriever.mcp.server import build_server
+from retriever.testing.fake_web import FakeProvider, start, stop
+from retriever.testing.projects import engine_for
 
 Q = "what causes earthquakes"
 NO_MATCH = {"field": "meta.nope", "operator": "==", "value": 1}  # a filter no document can match: a warning

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MCP, copy_built, engine_for, run_and_kill, write_project
+from conftest import MCP, copy_built, run_and_kill
 from retriever.errors import IndexMismatchError
 from retriever.store.persist import publish, read_manifest
+from retriever.testing.projects import engine_for, write_project
 
 Q = "what causes earthquakes"
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, SCIFACT, cli_json, run_cli, write_project
+from conftest import cli_json, run_cli
 from retriever.errors import ConfigError, RetrieverError
 from retriever.pipeline.runner import run_pipeline
+from retriever.testing.projects import ROOT, SCIFACT, write_project
 
 ROUTER = Path(__file__).parent / "data" / "router_server.py"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import copy_built, engine_for
+from conftest import copy_built
 from fastmcp import Client
 from retriever.api import grants
 from retriever.api.registry import TOOLS
@@ -26,6 +26,7 @@ from retriever.errors import ConfigError
 from retriever.mcp.server import build_server
 from retriever.security import principals as p
 from retriever.security.principals import PRINCIPAL, Principal
+from retriever.testing.projects import engine_for
 
 TOKEN_OLD, TOKEN_NEW, PLAIN = "tok-rot-old-4f1c9a", "tok-rot-new-8b2e7d", "tok-plain-3c5a11"
 

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BIN, MCP, copy_built, engine_for
-from embedding_servers import free_port, wait_http
+from conftest import BIN, MCP, copy_built
 from fastmcp import Client
+from retriever.testing.net import free_port, wait_http
+from retriever.testing.projects import engine_for
 from test_agent import Agent
 
 BUDGET = 6_000

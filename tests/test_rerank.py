@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import copy_built, engine_for
-from embedding_servers import InfinityServer, free_port, infinity_venv
-from json_server import JsonServer
+from conftest import copy_built
 from retriever.errors import ForbiddenError
 from retriever.search import rerank
 from retriever.security.guard import FROM_CLIENT
+from retriever.testing.embedding_servers import InfinityServer, infinity_venv
+from retriever.testing.json_server import JsonServer
+from retriever.testing.net import free_port
+from retriever.testing.projects import engine_for
 
 KEY = "rerank-test-key-77c1"
 QUERIES = ["how do plants make sugar from light", "what stores a cell's genetic information"]

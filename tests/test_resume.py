@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import BIN, SCIFACT, engine_for, write_project
+from conftest import BIN
+from retriever.testing.projects import SCIFACT, engine_for, write_project
 
 pytestmark = pytest.mark.slow  # six `retriever index` processes
 CHUNK = 16

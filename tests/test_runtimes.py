@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import MCP, ROOT, SCIFACT, copy_built, engine_for
+from conftest import MCP, copy_built
 from retriever.config import Config
 from retriever.embedders import build_embedder
 from retriever.embedders.runtime import choose
 from retriever.errors import ConfigError, IndexMismatchError, MissingDependencyError
+from retriever.testing.projects import ROOT, SCIFACT, engine_for
 
 PY = sys.executable
 AMX = frozenset({"avx2", "amx_bf16", "amx_int8"})

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SCIFACT, cli_json
+from conftest import cli_json
+from retriever.testing.projects import ROOT, SCIFACT
 
 pytestmark = pytest.mark.slow
 
@@ -87,8 +88,8 @@ def test_one_caller_cannot_steer_another_s_hybrid_rankings(scifact_args: list[st
 
     import httpx
     from conftest import BIN
-    from embedding_servers import free_port, wait_http
     from retriever.search.evaluation import evaluate, load_qrels, load_queries
+    from retriever.testing.net import free_port, wait_http
 
     qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
     queries = {q: t for q, t in load_queries(SCIFACT / "queries.jsonl").items() if q in qrels}

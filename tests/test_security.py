@@ -17,14 +17,16 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import BIN, MCP, copy_built, engine_for, run_cli, write_project
-from embedding_servers import FakeServer, free_port
-from fake_web import FakeProvider, start, stop
+from conftest import BIN, MCP, copy_built, run_cli
 from fastmcp import Client
 from retriever import Retriever
 from retriever.config import Config, load_config, validate_config
 from retriever.errors import BusyError, ConfigError, CorpusError
 from retriever.store.locks import collection_lock
+from retriever.testing.embedding_servers import FakeServer
+from retriever.testing.fake_web import FakeProvider, start, stop
+from retriever.testing.net import free_port
+from retriever.testing.projects import engine_for, write_project
 from retriever.websearch import RetryPolicy, build_websearch
 from retriever.websearch.base import run_queries
 
@@ -242,7 +244,7 @@ SMALL_LIMIT = 65536  # under the MCP transport's own 4 MiB bound, so this server
 @pytest.fixture(scope="module")
 def small_limit_server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """`retriever serve --transport http` with limits.max_request_bytes = SMALL_LIMIT."""
-    from embedding_servers import wait_http
+    from retriever.testing.net import wait_http
 
     port = free_port()
     log = (tmp_path_factory.mktemp("small") / "stderr.log").open("w+")

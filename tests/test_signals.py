@@ -40,9 +40,9 @@ def test_three_priors_keep_their_ratio() -> None:
 
 def test_hybrid_applies_it_per_query(built_project) -> None:  # type: ignore[no-untyped-def]
     """hybrid.cross_check: the engine's hybrid equals adaptive fusion with each query's checked priors."""
-    from conftest import engine_for
     from retriever.search.fusion import adaptive
     from retriever.search.rankers import BM25, Dense
+    from retriever.testing.projects import engine_for
 
     e = engine_for(built_project, {"hybrid": {"cross_check": True, "vector_weight": 0.5}})
     e.init()
@@ -112,8 +112,8 @@ def test_hybrid_answers_in_dense_order_where_the_gate_is_open(built_project) -> 
     """The engine's hybrid consults its collection's gate: opened by earlier disagreeing queries,
     a query without a strong BM25 match comes back in dense's order; `query_gate: false` or the
     gate closed keeps the adaptive fusion."""
-    from conftest import engine_for
     from retriever.search import signals
+    from retriever.testing.projects import engine_for
 
     query = "light earthquakes sugar"  # three topics' words: BM25 and dense disagree below the top
     fused = engine_for(built_project, {"hybrid": {"query_gate": False}})

@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT, SAMPLE, copy_built, engine_for, write_project
+from conftest import copy_built
 from retriever.errors import ForbiddenError, IndexMismatchError, IndexMissingError
 from retriever.search import learned_sparse
 from retriever.security.guard import FROM_CLIENT
 from retriever.store.persist import read_manifest
+from retriever.testing.projects import ROOT, SAMPLE, engine_for, write_project
 
 QUERIES = ["how do plants turn light into sugar", "genetic material copied in cells", "volcano eruption lava"]
 DOCS = [json.loads(line) for line in SAMPLE.read_text().splitlines()]

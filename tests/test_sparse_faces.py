@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MCP, engine_for, write_project
+from conftest import MCP
 from fastmcp import Client
 from retriever import main as cli
 from retriever.api.registry import selected
 from retriever.search import learned_sparse
 from retriever.store.persist import read_manifest
+from retriever.testing.projects import engine_for, write_project
 from test_sparse import DOCS, QUERIES, brute_force, build_tiny_mlm, check_equal, sparse_engine
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import SAMPLE, engine_for
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from retriever.testing.projects import SAMPLE, engine_for
 
 BASE = {(r := json.loads(line))["id"]: r for line in SAMPLE.read_text().splitlines() if line.strip()}
 IDS = st.sampled_from(["n1", "n2", "n3", "doc01", "doc02", "doc11", "doc29"])

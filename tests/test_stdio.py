@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BIN, engine_for
+from conftest import BIN
 from fastmcp import Client
 from retriever.mcp.server import build_server
+from retriever.testing.projects import engine_for
 
 Q = "what causes earthquakes"
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import MCP, copy_built, engine_for
+from conftest import MCP, copy_built
 from retriever.mcp.server import build_server
+from retriever.testing.projects import engine_for
 from test_schemas import engine, listing
 
 # Tools whose every object is closed: the Agents SDK's strict conversion takes them as they are.

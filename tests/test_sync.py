@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BIN, engine_for, run_cli, write_project
+from conftest import BIN, run_cli
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from retriever.mcp.server import build_server
 from retriever.sources.formats import parse_path
 from retriever.testing.folders import FILLER, MARKERS, make_folder
+from retriever.testing.projects import engine_for, write_project
 
 REFUSED = {"broken/bad.pdf": "not a readable PDF", "broken/picture.png": ".png files are not read"}
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import MCP, engine_for, write_project
+from conftest import MCP
 from retriever.store.corpus import DocStore
+from retriever.testing.projects import engine_for, write_project
 
 Q = "How do plants turn sunlight into sugar?"
 

@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, write_project
+from conftest import BIN
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
+from retriever.testing.projects import write_project
 
 Q = "what causes earthquakes"
 

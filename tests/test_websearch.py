@@ -1,5 +1,5 @@
 """Web search: each provider's real client library (exa-py, tavily-python, httpx) against a local
-server that speaks its wire format (tests/fake_web.py); the runner on its own; the MCP tools."""
+server that speaks its wire format (retriever.testing.fake_web); the runner on its own; the MCP tools."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from conftest import MCP
-from fake_web import FakeProvider, hit, start, stop
 from retriever import Retriever
 from retriever.config import Config, validate_config
 from retriever.errors import ConfigError
+from retriever.testing.fake_web import FakeProvider, hit, start, stop
 from retriever.websearch import QueryResult, RetryPolicy, WebHit, WebsearchAuthError, web_search
 from retriever.websearch.base import QueryError, TransientError, run_queries
 

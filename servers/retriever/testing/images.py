@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from conftest import write_project
+
+from .projects import write_project
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 60), "blue": (40, 60, 220), "yellow": (230, 220, 40),
            "black": (10, 10, 10), "white": (245, 245, 245), "purple": (140, 40, 160), "orange": (250, 140, 20)}

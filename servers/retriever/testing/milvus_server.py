@@ -1,4 +1,5 @@
-"""A real Milvus 2.3.5 standalone server for the `milvus_server` tests, started and stopped by the run.
+"""A real Milvus 2.3.5 standalone server for the `milvus_server` tests (tests/conftest.py's session
+fixture `milvus_server_uri`) and the benches, started and stopped by the run.
 
 The PyPI package `milvus==2.3.5` ships `milvus-server`; `make milvus-server` installs it into its
 own venv (.cache/milvus-venv, or MILVUS_SERVER_BIN names the script). The server listens on every
@@ -20,9 +21,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from .projects import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BIN = ROOT / ".cache" / "milvus-venv" / "bin" / "milvus-server"
 PROXY_PORT = 19530
 HEALTH = "http://127.0.0.1:9091/healthz"
@@ -104,17 +104,3 @@ def running_milvus_server(data: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{PROXY_PORT}"
     finally:
         _stop(proc)
-
-
-@pytest.fixture(scope="session")
-def milvus_server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """http://127.0.0.1:19530 of a fresh milvus-server with its data in a temporary folder."""
-    try:
-        server = running_milvus_server(tmp_path_factory.mktemp("milvus-server"))
-        uri = server.__enter__()
-    except ServerError as e:
-        pytest.fail(str(e), pytrace=False)
-    try:
-        yield uri
-    finally:
-        server.__exit__(None, None, None)

@@ -69,8 +69,8 @@ class FakeProvider:
 
     @property
     def base_url(self) -> str:
-        host, port = self.server.server_address[:2]  # type: ignore[union-attr]
-        return f"http://{host}:{port}" + ("/api/paas/v4" if self.provider == "zhipuai" else "")
+        port = self.server.server_address[1]  # type: ignore[union-attr]  # set by start(), bound to 127.0.0.1
+        return f"http://127.0.0.1:{port}" + ("/api/paas/v4" if self.provider == "zhipuai" else "")
 
     def queries(self) -> list[str]:
         return [r.body[QUERY_FIELD[self.provider]] for r in self.requests]

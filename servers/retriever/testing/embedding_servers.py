@@ -10,12 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from .net import free_port, wait_http
+from .projects import ROOT
+
 # A reply: (status, JSON body) or None for a correct answer.
 Reply = tuple[int, dict[str, Any]] | None
 
@@ -109,33 +108,6 @@ class FakeServer:
     def close(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, proc: subprocess.Popen[Any], log_tail: Callable[[], str], timeout: float = 180,
-              any_status: bool = False) -> None:
-    """Until `url` answers 200 (any HTTP status with `any_status`), while `proc` lives; else
-    RuntimeError with the end of its log."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}:\n{log_tail()}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as reply:
-                if reply.status == 200:
-                    return
-        except urllib.error.HTTPError:
-            if any_status:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} did not answer within {timeout} s:\n{log_tail()}")
 
 
 def infinity_venv() -> Path:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Answer = Callable[[Any, Mapping[str, str]], Any]  # (body, headers) -> the reply's JSON
+Answer = Callable[[Any, Message], Any]  # (body, headers: case-insensitive, as http.server reads them) -> the reply's JSON
 
 
 class JsonServer:
