@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from report import write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from report import write_section  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "scale"
 
@@ -99,7 +99,6 @@ def main() -> None:
     p.add_argument("config", nargs="?")
     args = p.parse_args()
     if args.worker:
-        sys.path.insert(0, str(ROOT / "servers"))
         print(json.dumps(worker(Path(args.config), args.worker, args.n_add)))
         return
     folder = OUT / str(args.size)

@@ -12,11 +12,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from report import SCIFACT, write_section
+from scale import recall_at_10, timed_index
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from report import SCIFACT, write_section  # noqa: E402
-from scale import recall_at_10, timed_index  # noqa: E402
 
 CHOICES = [("Flat", {}), ("HNSW32", {"efSearch": 16}), ("HNSW32", {"efSearch": 64}), ("HNSW32", {"efSearch": 256}),
            ("IVF256,Flat", {"nprobe": 8}), ("IVF256,Flat", {"nprobe": 32}), ("IVF256,PQ48", {"nprobe": 32})]

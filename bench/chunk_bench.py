@@ -35,7 +35,6 @@ def sets(out: Path, chunked: bool) -> list[str]:
 
 
 def engine(out: Path, chunked: bool) -> Any:
-    sys.path.insert(0, str(ROOT / "servers"))
     from retriever.cli import parse_sets
     from retriever.config import load_config
     from retriever.engine.retriever import Retriever
@@ -103,5 +102,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT / "servers"))
     main()

@@ -10,7 +10,6 @@ BM25 and hybrid. Writes section `context` of bench/RESULTS.md.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -95,5 +94,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT / "servers"))
     main()

@@ -28,7 +28,6 @@ import numpy as np
 from report import SCIFACT, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "servers")]
 OUT = ROOT / "bench" / "out" / "embed"
 
 VARIANTS = [  # name, backend_configs.sentence_transformers overrides

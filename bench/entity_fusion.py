@@ -35,12 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from fusion_study import _synth  # the same synthetic set as the fusion study's
+from report import judged, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "servers"))
-from fusion_study import _synth  # noqa: E402  (the same synthetic set as the fusion study's)
-from report import judged, write_section  # noqa: E402
 
 SCIFACT = ROOT / "data" / "scifact"
 OUT = ROOT / "bench" / "out" / "issue32"

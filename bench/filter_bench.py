@@ -14,21 +14,18 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from milvus_bench import OUT, SCIFACT, embed
+from retriever.config import BM25Config
+from retriever.filters import parse
+from retriever.indexes.bm25 import BM25Index
+from retriever.indexes.faiss.index import FaissIndex
+from retriever.store.corpus import DocStore
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from milvus_bench import OUT, SCIFACT, embed  # noqa: E402
-from retriever.config import BM25Config  # noqa: E402
-from retriever.filters import parse  # noqa: E402
-from retriever.indexes.bm25 import BM25Index  # noqa: E402
-from retriever.indexes.faiss.index import FaissIndex  # noqa: E402
-from retriever.store.corpus import DocStore  # noqa: E402
 
 K, BUCKET = 10, 7
 FILTER = {"field": "meta.bucket", "operator": "==", "value": BUCKET}

@@ -31,13 +31,11 @@ from typing import Any
 
 import numpy as np
 import yaml
+from report import write_section
+from scale import BIN, project
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "servers"))
 DOC = ROOT / "docs" / "past-one-machine.md"
-from report import write_section  # noqa: E402
-from scale import BIN, project  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "fulltext_scale"
 MODES = ("bm25", "hybrid", "dense")

@@ -34,12 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from report import SCIFACT, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "servers"))
 DOC = ROOT / "docs" / "past-one-machine.md"
-from report import SCIFACT, write_section  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "fulltext_scifact"
 EMBEDDING = ROOT / "index" / "scifact" / "embedding.npy"

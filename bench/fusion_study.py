@@ -31,11 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from report import judged, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "servers"))
-from report import judged, write_section  # noqa: E402
 
 SCIFACT = ROOT / "data" / "scifact"
 OUT = ROOT / "bench" / "out" / "fusion"

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+# the GPU machine runs this file with its own python3, where the package is not installed: its source, by path
 sys.path.insert(0, str(ROOT / "servers"))
 
 from report import SCIFACT  # noqa: E402

@@ -20,10 +20,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from report import scifact_queries, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from report import scifact_queries, write_section  # noqa: E402
 
 BIN = Path(sys.executable).parent
 INDEX = ROOT / "index" / "scifact"

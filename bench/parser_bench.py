@@ -11,14 +11,12 @@ bench venv (llama-index-core, kreuzberg, markitdown; sees .venv through a .pth f
 from __future__ import annotations
 
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import write_section  # noqa: E402
+from report import write_section
 
 
 def ours(path: Path) -> str:

@@ -89,7 +89,6 @@ def main() -> None:
     raw_gz = len({d.metadata.get("file_path") for d in docs
                   if str(d.metadata.get("file_path", "")).endswith(".gz") and d.text.startswith("\x1f")})
     wall = time.perf_counter() - start
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from sync_bench import model_tokens
 
     print(json.dumps({"files": files, "chunks": len(nodes), "gz_read_as_compressed_bytes": raw_gz, "wall": wall,

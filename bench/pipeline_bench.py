@@ -39,8 +39,6 @@ def pipeline_run() -> tuple[float, dict[str, float]]:
 async def mcp_run() -> tuple[float, dict[str, float]]:
     from fastmcp import Client
     from fastmcp.client.transports import StdioTransport
-
-    sys.path.insert(0, str(ROOT / "servers"))
     from retriever.search.evaluation import evaluate, load_qrels, load_queries
 
     t = time.perf_counter()

@@ -27,11 +27,10 @@ from typing import Any
 import numpy as np
 import psutil
 import yaml
+from report import write_section
+from synth import write as synthesize
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from report import write_section  # noqa: E402
-from synth import write as synthesize  # noqa: E402
 
 BIN = Path(sys.executable).parent
 OUT = ROOT / "bench" / "out" / "scale"

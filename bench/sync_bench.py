@@ -299,5 +299,4 @@ with {os.cpu_count()} cores ({', '.join(cpu)}); model {full.get('model', 'all-Mi
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT / "bench"))
     main()
