@@ -1,7 +1,8 @@
 """The docs: docs/layout.md is drawn from the real folders (scripts/layout.py), so a test fails when
 a module is added, moved, removed or redescribed, or the import layers change, without the page
-following; the README stays short and its links lead to pages that exist. (The tools reference's
-drift test is in tests/test_agent.py; `mkdocs build --strict` runs in `make lint`.)"""
+following; the README stays short and its links lead to pages that exist; bench/README.md has a row
+for every benchmark and names only sections its reports hold. (The tools reference's drift test is
+in tests/test_agent.py; `mkdocs build --strict` runs in `make lint`.)"""
 
 from __future__ import annotations
 
@@ -73,3 +74,40 @@ def test_the_readme_is_short_and_its_links_lead_somewhere() -> None:
     assert "docs/tools.md" in targets and "docs/layout.md" in targets
     missing = [t for t in targets if "://" not in t and not (ROOT / t).is_file()]
     assert missing == []
+
+
+BENCH = ROOT / "bench"
+ROW = re.compile(r"^\| `(\w+\.py)` \| .+ \| (.+) \|$")  # | `script.py` | question | writes |
+WRITES = re.compile(r"([\w./-]+\.md): ((?:`[^`]+`(?:, )?)+)")  # REPORT.md: `section`, `section`
+
+
+def bench_rows() -> dict[str, list[tuple[Path, str]]]:
+    """bench/README.md's rows: script -> the (report, section) pairs its `writes` cell names."""
+    rows: dict[str, list[tuple[Path, str]]] = {}
+    for line in (BENCH / "README.md").read_text().splitlines():
+        if match := ROW.match(line):
+            rows[match.group(1)] = [((BENCH / report).resolve(), section) for report, names in WRITES.findall(match.group(2))
+                                    for section in re.findall(r"`([^`]+)`", names)]
+    return rows
+
+
+def has_section(report: Path, name: str) -> bool:
+    """A section written between markers (bench/report.py), or a heading that starts with `name`."""
+    text = report.read_text()
+    return f"<!-- {name}: begin -->" in text or any(
+        line.lstrip("#").strip().startswith(name) for line in text.splitlines() if line.startswith("#"))
+
+
+def test_every_benchmark_has_a_row_in_the_bench_readme() -> None:
+    scripts = {p.name for p in BENCH.glob("*.py") if 'if __name__ == "__main__":' in p.read_text()}
+    assert scripts - set(bench_rows()) == set()
+    assert set(bench_rows()) - scripts == set()
+
+
+def test_the_bench_readme_names_the_sections_the_reports_hold() -> None:
+    """Each section a row names is in its report; each marked section of bench/'s reports is named."""
+    named = [pair for pairs in bench_rows().values() for pair in pairs]
+    assert [f"{r.name}: {s}" for r, s in named if not r.is_file() or not has_section(r, s)] == []
+    marked = {(report.resolve(), name) for report in BENCH.glob("*.md") if report.name != "README.md"
+              for name in re.findall(r"<!-- (.+?): begin -->", report.read_text())}
+    assert sorted(f"{r.name}: {s}" for r, s in marked - set(named)) == []
