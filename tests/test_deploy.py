@@ -231,7 +231,8 @@ def heavy(service: Deploy) -> Iterator[None]:
     wait_until(idle, "the service never went idle")
     batches = service.metric("retriever_batch_queries_count")
     queries = [f"heavy query number {i}" for i in range(8000)]
-    thread = threading.Thread(target=lambda: httpx.post(f"{service.url}/search", json={"query_list": queries},
+    body = {"query_list": queries, "mode": "dense"}
+    thread = threading.Thread(target=lambda: httpx.post(f"{service.url}/search", json=body,
                                                          headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120))
     thread.start()
     wait_until(lambda: service.metric("retriever_batch_queries_count") > batches, "the heavy batch never started")
@@ -275,7 +276,7 @@ def start_large(service: Deploy, n: int, timeout: float) -> threading.Thread:
 
     def post() -> None:
         with contextlib.suppress(httpx.TimeoutException):
-            httpx.post(f"{service.url}/search", json={"query_list": queries},
+            httpx.post(f"{service.url}/search", json={"query_list": queries, "mode": "dense"},
                        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=timeout)
 
     thread = threading.Thread(target=post)
@@ -296,7 +297,8 @@ def test_a_search_after_an_abandoned_large_request_is_answered_within_a_piece(bu
 def test_a_large_request_past_request_timeout_gets_504_and_stops(busy_service: Deploy) -> None:
     before = busy_service.metric('retriever_dropped_total{reason="timeout"}')
     t = time.perf_counter()
-    r = busy_service.client.post("/search", json={"query_list": [f"timed out query {i}" for i in range(8000)]})
+    r = busy_service.client.post("/search", json={"query_list": [f"timed out query {i}" for i in range(8000)],
+                                                   "mode": "dense"})
     assert r.status_code == 504 and "request_timeout" in r.json()["error"]
     assert time.perf_counter() - t < 6.0  # request_timeout is 2 s
     assert one_query_seconds(busy_service) < 3.0  # was a 504 too: the work went on for nobody

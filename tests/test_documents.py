@@ -120,7 +120,7 @@ def test_a_corpus_of_long_documents_is_chunked(tmp_path: Path) -> None:
     assert hit.id == "tides:2" and hit.text == "Neap tides are weaker. Sailors read tide tables."
     assert hit.metadata == {"year": 2020, "source_id": "tides", "split_id": 2, "start": 59, "end": 107, "level": 0,
                             "parent_id": None, "children_ids": []}
-    assert e.search("what do bees make", 1)[0][0].id == "bees:0"
+    assert e.search("what do bees make", 1, mode="dense")[0][0].id == "bees:0"
     first = e.docs.path
     cfg = yaml.safe_load(config.read_text())
     cfg["chunking"]["length"] = 3  # other settings: another chunk file, the indexes refused as stale

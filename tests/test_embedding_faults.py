@@ -179,7 +179,7 @@ def test_an_index_of_another_model_or_dimension_is_refused(tmp_path: Path, model
         assert e.init()["dimension"] == 8
         e.embed(progress=False)
         e.index()
-        assert e.search("volcano", top_k=3)[0]
+        assert e.search("volcano", top_k=3, mode="dense")[0]
         path = _served(tmp_path / "p", second.url, model)
         with pytest.raises(IndexMismatchError, match=message):
             engine_for(path).init()

@@ -125,9 +125,9 @@ def test_filtered_search_is_the_full_ranking_restricted(built, mode: str, spec: 
 
 def test_a_selective_filter_still_fills_top_k(built) -> None:
     """Two matching documents that rank near the bottom are still both returned."""
-    full = built.search([Q], top_k=len(DOCS))[0]
+    full = built.search([Q], top_k=len(DOCS), mode="dense")[0]
     tail = [h.id for h in full[-2:]]
-    got = built.search([Q], top_k=5, filters=cmp("id", "in", tail))[0]
+    got = built.search([Q], top_k=5, filters=cmp("id", "in", tail), mode="dense")[0]
     assert [h.id for h in got] == tail
 
 

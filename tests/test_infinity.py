@@ -92,7 +92,7 @@ def test_three_backends_give_the_same_scifact_top10(infinity: InfinityServer, tm
         e.init()
         e.embed(progress=False)
         e.index()
-        tops[backend] = [[h.id for h in hits] for hits in e.search([q for _, q in queries], top_k=10)]
+        tops[backend] = [[h.id for h in hits] for hits in e.search([q for _, q in queries], top_k=10, mode="dense")]
     assert len(tops["sentence_transformers"]) == N_QUERIES
     assert tops["openai"] == tops["sentence_transformers"]
     assert tops["infinity"] == tops["sentence_transformers"]
@@ -117,9 +117,9 @@ def test_an_index_built_locally_loads_under_the_server_backend(infinity: Infinit
     local = engine_for(built_project)
     local.init()
     q = "what causes tides"
-    assert [h.id for h in e.search(q, top_k=5)[0]] == [h.id for h in local.search(q, top_k=5)[0]]
-    np.testing.assert_allclose([h.score for h in e.search(q, top_k=5)[0]],
-                               [h.score for h in local.search(q, top_k=5)[0]], atol=2e-3)
+    assert [h.id for h in e.search(q, top_k=5, mode="dense")[0]] == [h.id for h in local.search(q, top_k=5, mode="dense")[0]]
+    np.testing.assert_allclose([h.score for h in e.search(q, top_k=5, mode="dense")[0]],
+                               [h.score for h in local.search(q, top_k=5, mode="dense")[0]], atol=2e-3)
 
 
 @pytest.mark.parametrize("backend, demo", [pytest.param("openai", True, id="openai-demo"),
@@ -142,5 +142,5 @@ def test_milvus_works_with_the_server_backends(infinity: InfinityServer, built_p
     local = engine_for(built_project)
     local.init()
     queries = ["what causes tides", "how vaccines train the immune system"]
-    assert [[h.id for h in hits] for hits in e.search(queries, top_k=5)] == \
-        [[h.id for h in hits] for hits in local.search(queries, top_k=5)]
+    assert [[h.id for h in hits] for hits in e.search(queries, top_k=5, mode="dense")] == \
+        [[h.id for h in hits] for hits in local.search(queries, top_k=5, mode="dense")]

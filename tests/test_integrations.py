@@ -163,7 +163,7 @@ def test_haystack_yaml_names_the_parameter_file_and_a_token_variable_only(built_
 
 def test_dense_mode_and_bad_options_are_named(built_project: Path, library: Any) -> None:
     dense = li.Retriever.from_yaml(built_project, top_k=3, mode="dense", scale_score=False).retrieve(QUERIES[0])
-    want = library.search(QUERIES[:1], 3)[0]
+    want = library.search(QUERIES[:1], 3, mode="dense")[0]
     assert [(n.node.node_id, n.score) for n in dense] == [(h.id, pytest.approx(h.score, abs=1e-6)) for h in want]
     with pytest.raises(InvalidInputError, match="unknown search option.*top_kk.*the options are mode, top_k"):
         lc.Retriever.from_yaml(built_project, top_kk=3)

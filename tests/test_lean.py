@@ -48,7 +48,7 @@ build = Retriever(load_config(path, overrides), path.parent)
 build.init(); build.embed(progress=False); build.index(); build.bm25_index(progress=False)
 e = Retriever(load_config(path, overrides), path.parent)
 e.init()
-dense = e.search("black holes", top_k=1)[0][0].id
+dense = e.search("black holes", top_k=1, mode="dense")[0][0].id
 hybrid = e.hybrid_search("black holes", top_k=1)[0][0].id
 bm25 = e.bm25_search("what is BM25?", top_k=1)[0][0].id
 print(json.dumps({"dense": dense, "hybrid": hybrid, "bm25": bm25, "runtime": e.embedder.runtime,

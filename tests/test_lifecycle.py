@@ -38,7 +38,7 @@ def top_ids(e, query: str, k: int = 3) -> dict[str, list[str]]:
 def test_added_documents_are_searchable_at_once_by_every_retriever(live) -> None:
     assert live.add(NEW) == {"added": 2, "replaced": 0, "documents": 32}
     assert all(ids[0] == "n1" for ids in top_ids(live, QUOKKA).values())
-    hit = live.search("axolotl limb regeneration", top_k=1)[0][0]
+    hit = live.search("axolotl limb regeneration", top_k=1, mode="dense")[0][0]
     assert (hit.id, hit.text, hit.metadata) == ("n2", "Axolotl The axolotl regenerates limbs, spinal cord and heart "
                                                 "tissue.", {"year": 2025, "topic": "zoology"})
     zoology = {"field": "meta.topic", "operator": "==", "value": "zoology"}
@@ -46,7 +46,7 @@ def test_added_documents_are_searchable_at_once_by_every_retriever(live) -> None
 
 
 def test_re_adding_an_id_replaces_it(live) -> None:
-    before = live.search("photosynthesis", top_k=1)[0][0]
+    before = live.search("photosynthesis", top_k=1, mode="dense")[0][0]
     assert before.id == "doc00"
     out_text = "Quokka colonies thrive on islands without foxes."
     out = live.add([{"id": "doc00", "contents": out_text}])
@@ -65,7 +65,7 @@ def test_delete_by_id_and_by_filter(live) -> None:
     old = {"field": "meta.year", "operator": "<", "value": 2015}
     out = live.delete(filters=old)
     assert out["deleted"] == 6 and out["documents"] == 23
-    every = [h for h in live.search("history science", top_k=30)[0]]
+    every = [h for h in live.search("history science", top_k=30, mode="dense")[0]]
     assert len(every) == 23 and all(h.metadata["year"] >= 2015 for h in every)
     with pytest.raises(InvalidInputError, match="needs ids, filters or both"):
         live.delete()
@@ -179,7 +179,7 @@ def test_killing_the_writer_mid_change_leaves_before_or_after(tmp_path: Path, bu
         assert status["bm25_index"] == 30 + len(live_added)  # rebuilt if the kill fell between the two writes
         for doc_id in live_added[-2:]:
             text = store.get(store.row_of[doc_id]).text
-            assert e.search(text, top_k=1)[0][0].id == doc_id
+            assert e.search(text, top_k=1, mode="dense")[0][0].id == doc_id
             assert e.bm25_search(text, top_k=1)[0][0].id == doc_id
 
 

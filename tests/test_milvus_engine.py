@@ -86,7 +86,7 @@ def test_the_same_ids_in_the_same_order_as_faiss_with_every_filter(project: Path
     assert report["documents"] == 30 and report["model"] == "sentence-transformers/all-MiniLM-L6-v2"
     for spec in [None, *FILTERS]:
         want = [[h.id for h in hits] for hits in faiss.search(QUERIES, top_k=7, filters=spec)]
-        got = [[h.id for h in hits] for hits in m.search(QUERIES, top_k=7, filters=spec)]
+        got = [[h.id for h in hits] for hits in m.search(QUERIES, top_k=7, filters=spec, mode="dense")]
         assert got == want, spec
         if spec is not None:  # and the filter itself is right
             f = parse(spec)
@@ -107,14 +107,14 @@ def test_lifecycle_reads_its_writes_and_survives_a_restart(project: Path) -> Non
     m.embed(overwrite=True, progress=False)
     m.index()
     assert m.add(NEW) == {"added": 1, "replaced": 0, "documents": 31}
-    assert [h.id for h in m.search("small wallaby Rottnest Island", top_k=1)[0]] == ["n1"]
+    assert [h.id for h in m.search("small wallaby Rottnest Island", top_k=1, mode="dense")[0]] == ["n1"]
     assert m.add([{"id": "doc11", "contents": "Quokka burrows on islands."}])["replaced"] == 1
     assert m.delete(filters=cmp("meta.topic", "==", "history"))["deleted"] == 4
-    ids = [h.id for h in m.search("history of empires and wars", top_k=40)[0]]
+    ids = [h.id for h in m.search("history of empires and wars", top_k=40, mode="dense")[0]]
     assert len(ids) == 27 and not {i for i in ids if META.get(i, {}).get("topic") == "history"}
     again = milvus(project)
     assert again.status()["dense_index"] == 27
-    hit = again.search("quokka burrows", top_k=1)[0][0]
+    hit = again.search("quokka burrows", top_k=1, mode="dense")[0][0]
     assert (hit.id, hit.text) == ("doc11", "Quokka burrows on islands.")
 
 
@@ -162,7 +162,7 @@ def test_a_crash_between_the_log_and_milvus_is_repaired_at_start(project: Path, 
     monkeypatch.undo()
     again = milvus(project)
     assert any("brought up to date" in w for w in again.status()["warnings"])
-    assert [h.id for h in again.search("small wallaby Rottnest Island", top_k=1)[0]] == ["n1"]
+    assert [h.id for h in again.search("small wallaby Rottnest Island", top_k=1, mode="dense")[0]] == ["n1"]
 
 
 def test_collections_are_listed_with_counts_model_and_dimension(project: Path) -> None:

@@ -90,7 +90,7 @@ def ids(hits) -> list[list[str]]:
 
 
 def test_dense_is_faiss_exact_ranking(indexed, local) -> None:
-    assert ids(indexed.search(QUERIES, top_k=10)) == ids(local.search(QUERIES, top_k=10))
+    assert ids(indexed.search(QUERIES, top_k=10, mode="dense")) == ids(local.search(QUERIES, top_k=10, mode="dense"))
 
 
 @pytest.mark.parametrize("query", EXACT)
@@ -107,7 +107,7 @@ def test_bm25_finds_nothing_for_words_no_document_has(indexed) -> None:
 @pytest.mark.parametrize("spec", FILTERS)
 def test_filters_apply_to_dense_bm25_and_hybrid(indexed, local, spec) -> None:
     f = parse(spec)
-    assert ids(indexed.search(QUERIES, top_k=5, filters=spec)) == ids(local.search(QUERIES, top_k=5, filters=spec))
+    assert ids(indexed.search(QUERIES, top_k=5, filters=spec, mode="dense")) == ids(local.search(QUERIES, top_k=5, filters=spec, mode="dense"))
     bm25 = indexed.bm25_search(QUERIES, top_k=5, filters=spec)  # a query may have no word in the filtered documents
     hybrid = indexed.hybrid_search(QUERIES, top_k=5, filters=spec)
     assert any(bm25) and all(hybrid)
@@ -115,7 +115,7 @@ def test_filters_apply_to_dense_bm25_and_hybrid(indexed, local, spec) -> None:
 
 
 def test_hybrid_rrf_fuses_the_two_lists_milvus_returns(indexed) -> None:
-    dense = indexed.search(QUERIES, top_k=30)
+    dense = indexed.search(QUERIES, top_k=30, mode="dense")
     bm25 = indexed.bm25_search(QUERIES, top_k=30)
     got = indexed.hybrid_search(QUERIES, top_k=5, fusion="rrf", vector_weight=0.5, candidate_depth=30)
     for d, b, h in zip(dense, bm25, got):
@@ -172,7 +172,7 @@ from retriever.engine import Retriever
 e = Retriever.from_yaml(sys.argv[1])
 status = e.init()
 q = "what causes earthquakes"
-print(json.dumps({"status": status, "dense": [h.id for h in e.search(q, top_k=3)[0]],
+print(json.dumps({"status": status, "dense": [h.id for h in e.search(q, top_k=3, mode="dense")[0]],
                   "bm25": [h.id for h in e.bm25_search(q, top_k=3)[0]],
                   "hybrid": [h.id for h in e.hybrid_search(q, top_k=3)[0]]}))
 """
@@ -187,7 +187,7 @@ def test_a_new_process_searches_the_same_lite_file_without_reindexing(built_proj
     e.init()
     e.index()
     q = "what causes earthquakes"
-    want = {"dense": ids(e.search(q, top_k=3))[0], "bm25": ids(e.bm25_search(q, top_k=3))[0],
+    want = {"dense": ids(e.search(q, top_k=3, mode="dense"))[0], "bm25": ids(e.bm25_search(q, top_k=3))[0],
             "hybrid": ids(e.hybrid_search(q, top_k=3))[0]}
     milvus_index._STORES.pop((uri, e.config.collection_name)).close()
     from milvus_lite.server_manager import server_manager_instance
@@ -225,7 +225,7 @@ def test_the_2_3_server_refuses_full_text_at_init_and_keeps_the_other_modes(buil
     demo = engine_for(project)
     demo.init(index_backend_configs={"milvus": {"uri": milvus_server_uri, "full_text": False}}, is_demo=True)
     assert demo.index()["documents"] == 30
-    assert ids(demo.search("what causes earthquakes", top_k=1))[0]
+    assert ids(demo.search("what causes earthquakes", top_k=1, mode="dense"))[0]
     from retriever.indexes.milvus.store import list_collections
 
     assert not [c for c in list_collections(milvus_server_uri) if c.startswith("mcp_retriever_probe_")]
@@ -341,7 +341,7 @@ def test_the_query_gate_acts_on_the_hybrid_milvus_returns(indexed) -> None:
     from retriever.search import signals
 
     query = "light earthquakes sugar"  # three topics' words: BM25 and dense disagree below the top
-    dense_ids = ids(indexed.search(query, top_k=10))
+    dense_ids = ids(indexed.search(query, top_k=10, mode="dense"))
     fused_ids = ids(indexed.hybrid_search(query, top_k=10))
     assert fused_ids != dense_ids  # else the test shows nothing
     gate = signals.gate_for(str(indexed.session.config.paths().bm25))

@@ -126,7 +126,7 @@ def test_hybrid_rrf_fuses_dense_and_sparse_in_bm25s_place(indexed) -> None:
     e, _ = indexed
     e.init(sparse={"hybrid": "instead_of_bm25"})
     try:
-        dense, learned = e.search(QUERIES, top_k=30), e.sparse_search(QUERIES, top_k=30)
+        dense, learned = e.search(QUERIES, top_k=30, mode="dense"), e.sparse_search(QUERIES, top_k=30)
         got = e.hybrid_search(QUERIES, top_k=5, fusion="rrf", vector_weight=0.5, candidate_depth=30)
         for d, sp, h in zip(dense, learned, got, strict=True):
             want = fuse("rrf", [[(x.id, x.score) for x in d], [(x.id, x.score) for x in sp]], [0.5, 0.5], 60, limit=5)
@@ -184,7 +184,7 @@ def test_without_a_sparse_model_nothing_changes_and_sparse_is_refused(built_proj
         plain.sparse_search(QUERIES, top_k=3)
     later = engine_for(project, {"sparse": {"model_name_or_path": str(tiny_mlm)}})
     later.init()  # dense and BM25 still serve it
-    assert later.search(QUERIES[0], top_k=1)[0]
+    assert later.search(QUERIES[0], top_k=1, mode="dense")[0]
     with pytest.raises(IndexMismatchError, match="made without a sparse model"):
         later.sparse_search(QUERIES, top_k=3)
     with pytest.raises(IndexMissingError, match=r"retriever_index\(overwrite=true\)"):
@@ -213,5 +213,5 @@ def test_the_2_3_server_refuses_a_sparse_model_at_init(built_project: Path, tiny
     plain = engine_for(project, {"sparse": {"model_name_or_path": None}})  # the same collection without the model
     plain.init()
     assert plain.index()["documents"] == 30
-    assert plain.search("what causes earthquakes", top_k=1)[0]
+    assert plain.search("what causes earthquakes", top_k=1, mode="dense")[0]
     assert not [c for c in list_collections(milvus_server_uri) if c.startswith("mcp_retriever_probe_")]

@@ -30,11 +30,11 @@ def test_query_instruction_from_yaml_and_per_call_override(tmp_path: Path, built
     e.init()
     e.embed(progress=False)
     e.index()
-    with_yaml = e.search("black holes", top_k=30)[0]
-    per_call = e.search("black holes", top_k=30, query_instruction="")[0]
+    with_yaml = e.search("black holes", top_k=30, mode="dense")[0]
+    per_call = e.search("black holes", top_k=30, query_instruction="", mode="dense")[0]
     plain = engine_for(built_project)
     plain.init()
-    assert [h.id for h in per_call] == [h.id for h in plain.search("black holes", top_k=30)[0]]
+    assert [h.id for h in per_call] == [h.id for h in plain.search("black holes", top_k=30, mode="dense")[0]]
     assert [h.score for h in with_yaml] != [h.score for h in per_call]
 
 

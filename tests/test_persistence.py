@@ -25,7 +25,7 @@ def test_saved_indexes_load_at_init_with_their_manifests(built_project: Path) ->
     assert manifest["model"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert manifest["dimension"] == 384 and manifest["count"] == 30 and manifest["format_version"] == 1
     assert manifest["corpus_fingerprint"] == e.docs.fingerprint
-    assert e.search(Q, top_k=1)[0][0].id == "doc11"
+    assert e.search(Q, top_k=1, mode="dense")[0][0].id == "doc11"
 
 
 def test_a_changed_corpus_is_refused_at_init_not_at_search(tmp_path: Path, built_project: Path) -> None:
@@ -82,7 +82,7 @@ def test_a_failed_write_leaves_the_previous_index_loadable(tmp_path: Path, built
     assert read_manifest(folder) == before
     e = engine_for(path)
     assert e.init()["dense_index"] == 30
-    assert e.search(Q, top_k=1)[0][0].id == "doc11"
+    assert e.search(Q, top_k=1, mode="dense")[0][0].id == "doc11"
 
 
 def _rebuild_forever(config: str, ready: multiprocessing.synchronize.Event) -> None:
@@ -102,7 +102,7 @@ def test_killing_the_writer_mid_build_never_leaves_a_half_index(tmp_path: Path, 
         e = engine_for(path)
         status = e.init()
         assert status["dense_index"] == 30 and status["bm25_index"] == 30
-        assert e.search(Q, top_k=1)[0][0].id == "doc11"
+        assert e.search(Q, top_k=1, mode="dense")[0][0].id == "doc11"
         assert e.bm25_search("earthquakes volcanoes plates", top_k=1)[0][0].id == "doc11"
 
 

@@ -204,7 +204,7 @@ def test_an_index_of_another_runtime_of_the_same_model_loads(tmp_path: Path, bui
     path = copy_built(built_project, tmp_path / "p")
     e = engine_for(path, overrides=local(cache, runtime="onnx"))
     e.init()
-    assert e.search("black holes", top_k=1)[0][0].id == "doc07"
+    assert e.search("black holes", top_k=1, mode="dense")[0][0].id == "doc07"
 
 
 def test_an_index_of_the_full_model_is_refused_under_the_static_one(tmp_path: Path, built_project: Path,

@@ -106,7 +106,7 @@ def test_two_writers_on_one_collection_keep_both_adds(built_project: Path, tmp_p
     fresh = engine_for(config)
     fresh.init()
     assert {"X", "Y"} <= set(fresh.session.collection.row_of)
-    assert fresh.bm25_search("xylophone", 1)[0][0].id == "X" and fresh.search("yodel", 1)[0][0].id == "Y"
+    assert fresh.bm25_search("xylophone", 1)[0][0].id == "X" and fresh.search("yodel", 1, mode="dense")[0][0].id == "Y"
 
 
 def test_a_second_writer_waits_then_gets_a_clear_error(tmp_path: Path) -> None:

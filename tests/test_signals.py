@@ -118,7 +118,7 @@ def test_hybrid_answers_in_dense_order_where_the_gate_is_open(built_project) -> 
     query = "light earthquakes sugar"  # three topics' words: BM25 and dense disagree below the top
     fused = engine_for(built_project, {"hybrid": {"query_gate": False}})
     fused.init()
-    dense_ids = [h.id for h in fused.search([query], top_k=10)[0]]
+    dense_ids = [h.id for h in fused.search([query], top_k=10, mode="dense")[0]]
     fused_ids = [h.id for h in fused.hybrid_search([query], top_k=10)[0]]
     assert fused_ids != dense_ids  # BM25 moves this query's fusion (else the test shows nothing)
 

@@ -62,13 +62,13 @@ def machine(built_project: Path, workdir: Path, backend: str) -> type[RuleBasedS
 
         @invariant()
         def dense_finds_exactly_the_live_documents(self) -> None:
-            hits = self.engine.search(["quokka glacier"], top_k=100)[0]
+            hits = self.engine.search(["quokka glacier"], top_k=100, mode="dense")[0]
             assert {h.id: h.text for h in hits} == {k: v["contents"] for k, v in self.model.items()}
 
         @invariant()
         def a_filter_keeps_exactly_its_documents(self) -> None:
             hits = self.engine.search(["orbit"], top_k=100, filters={"field": "meta.year", "operator": "<",
-                                                                    "value": 2019})[0]
+                                                                    "value": 2019}, mode="dense")[0]
             assert {h.id for h in hits} == {k for k, v in self.model.items() if v.get("year", 9999) < 2019}
 
         @invariant()

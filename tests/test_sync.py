@@ -55,9 +55,7 @@ def snapshot(e: Any) -> dict[str, Any]:
     docs = {c.ids[r]: (c.get(r).text, c.get(r).metadata) for r in c.live_rows().tolist()}
     queries = list(MARKERS) + ["filler text about the weather", "lanterns"]
     k = len(docs)
-    found = {mode: [ranked(row) for row in e.find("test", kind, queries, k)]
-             for mode, kind in (("dense", _kind("dense")), ("bm25", _kind("bm25")))}
-    found["hybrid"] = [ranked(row) for row in e.hybrid_search(queries, k)]
+    found = {mode: [ranked(row) for row in e.search(queries, k, mode=mode)] for mode in ("dense", "bm25", "hybrid")}
     return {"docs": docs, "found": found}
 
 
@@ -74,12 +72,6 @@ def assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
             assert x.keys() == y.keys(), mode
             worst = max((abs(x[i] - y[i]) for i in x), default=0.0)
             assert worst < 2e-3, (mode, worst)
-
-
-def _kind(mode: str) -> Any:
-    from retriever.search import BM25, Dense
-
-    return Dense() if mode == "dense" else BM25()
 
 
 def test_each_format_parses_with_its_page_slide_or_heading(docs: Path) -> None:
@@ -274,7 +266,7 @@ def test_retriever_add_cuts_long_documents_as_the_yaml_says(tmp_path: Path, caps
     e = engine_for(config)
     e.init()
     last = f"long:{report['chunks'] - 2}"
-    for hits in (e.search([tail], 1)[0], e.bm25_search([tail], 1)[0]):
+    for hits in (e.search([tail], 1, mode="dense")[0], e.bm25_search([tail], 1)[0]):
         assert hits[0].id == last and tail in hits[0].text and hits[0].metadata["title"] == "A long one"
     # a shorter version replaces the document's chunks, none of the old ones left over
     (tmp_path / "docs.jsonl").write_text(json.dumps({"id": "long", "contents": tail}) + "\n")

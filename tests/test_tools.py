@@ -174,7 +174,7 @@ def test_embed_shows_progress_on_stderr_not_stdout(engine, capsys: pytest.Captur
 
 def test_hits_match_the_corpus_rows(built) -> None:
     docs = DocStore.open(built.config.corpus_path)
-    for hits in built.search(["heart chambers", "printing press"], top_k=30):
+    for hits in built.search(["heart chambers", "printing press"], top_k=30, mode="dense"):
         for h in hits:
             assert docs.ids[h.row] == h.id and docs.get(h.row).text == h.text
 
@@ -186,7 +186,7 @@ def test_searches_keep_answering_while_the_index_is_rebuilt(built) -> None:
     rebuild.start()
     answers = []
     while rebuild.is_alive() or not answers:
-        answers.append(built.search("black holes", top_k=1)[0][0].id)
+        answers.append(built.search("black holes", top_k=1, mode="dense")[0][0].id)
     rebuild.join()
     assert set(answers) == {"doc07"}
 
@@ -197,8 +197,8 @@ def test_the_model_and_faiss_run_on_one_compute_thread(built) -> None:
     seen = set()
     run = built.embedder._run
     built.embedder._run = lambda *a, **k: seen.add(threading.current_thread().name) or run(*a, **k)
-    built.search(["black holes"], top_k=1)
-    built.search(["tides"], top_k=1)
+    built.search(["black holes"], top_k=1, mode="dense")
+    built.search(["tides"], top_k=1, mode="dense")
     assert len(seen) == 1 and next(iter(seen)).startswith("retriever-compute")
 
 

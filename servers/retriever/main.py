@@ -148,7 +148,7 @@ def _version() -> str:
 
 def parser() -> argparse.ArgumentParser:
     from .cli import _positive, cmd_add, cmd_compare, cmd_delete, cmd_eval, cmd_index, cmd_search, cmd_sync, cmd_watch
-    from .search.rankers import MODES
+    from .search.kinds import DEFAULT_MODE, MODES
 
     p = argparse.ArgumentParser(prog="retriever", description="MCP retrieval server: dense + BM25 search")
     p.add_argument("--log-level", default="INFO", help="log level on stderr (default INFO)")
@@ -220,8 +220,9 @@ def parser() -> argparse.ArgumentParser:
     s = add("search", "search the saved indexes")
     s.add_argument("text", help="the query")
     s.add_argument("-k", type=_positive, default=10, help="hits to show (default 10)")
-    s.add_argument("--mode", choices=MODES, default="dense",
-                   help="hybrid: dense + BM25 fused (the best ranking); dense; bm25 (loads no embedding model)")
+    s.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
+                   help=f"hybrid: dense + BM25 fused (the best ranking); dense; bm25 (loads no embedding model); "
+                        f"default {DEFAULT_MODE}, as every search surface")
     s.add_argument("--filters", help='a filter as JSON, e.g. \'{"field": "meta.year", "operator": ">=", "value": 2020}\'')
     s.add_argument("--json", action="store_true", help="the hits as JSON on stdout")
     s.set_defaults(fn=cmd_search)

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from ..errors import IndexMissingError
 from ..search import rerank
-from ..search.rankers import MODES
+from ..search.kinds import MODES
 from ..search.results import as_queries
 from ..types import Payload
 from . import calls, resources
@@ -87,7 +87,7 @@ def search(engine: Retriever, r: SearchRequest) -> Payload:
                                       return_metadata=True)
     try:
         with rerank.collecting() as failed:  # the YAML's cross-encoder stage: its warnings are the agent's too
-            found = calls.HITS[type(request)](engine, request)
+            found = calls.hits(engine, request)
     except IndexMissingError as e:  # the agent has no build tools: the operator builds indexes
         raise IndexMissingError(f"{e}. This server's operator builds the indexes (`retriever index`); until then "
                                 f"try another mode") from None

@@ -12,7 +12,7 @@ from ..search import deployed, rerank
 from ..security.limits import caller_progress, check_count
 from ..types import Hits, Payload
 from . import llm_calls
-from .hits import FUSION, HITS, SEARCHED, depth, shape
+from .hits import FUSION, SEARCHED, depth, hits, shape
 from .models import (
     SCORES,
     AddRequest,
@@ -252,13 +252,13 @@ def filter_warnings(engine: Retriever, collection: str | None, filters: dict[str
 def search(engine: Retriever, r: SearchRequest | BM25SearchRequest) -> Payload:
     if r.llm_rerank is None:
         with rerank.collecting() as failed:  # the YAML's cross-encoder stage (search/rerank.py)
-            hits = HITS[type(r)](engine, r)
-        out = hits_reply(engine, r, hits)
+            found = hits(engine, r)
+        out = hits_reply(engine, r, found)
         return {**out, "warnings": [*out.get("warnings", []), *failed]} if failed else out
     k = depth(engine, r)
-    hits, extra = llm_calls.reranked(engine, r, lambda deep: HITS[type(r)](engine, r.model_copy(
+    found, extra = llm_calls.reranked(engine, r, lambda deep: hits(engine, r.model_copy(
         update={"top_k": deep, "offset": 0})), k)
-    return {**hits_reply(engine, r, hits), **extra}
+    return {**hits_reply(engine, r, found), **extra}
 
 
 def agentic_search(engine: Retriever, r: AgenticSearchRequest) -> Payload:

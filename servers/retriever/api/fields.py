@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
-from ..search.rankers import MODES
+from ..search.kinds import MODES
 
 # ---- typed JSON where the server takes free-form objects (strict-mode-friendly schemas) ---------
 

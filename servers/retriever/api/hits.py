@@ -1,13 +1,12 @@
-"""The searches that give one list of hits per query (dense, BM25, hybrid, sparse) and the reply shape of
+"""The search that gives one list of hits per query (every kind of search/kinds.py) and the reply shape of
 a call: what api/calls.py, the LLM tools and the deploy service's batcher share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..types import Hits
-from .models import SCORES, BM25SearchRequest, HybridSearchRequest, Request, SearchRequest, SparseSearchRequest
+from .models import SCORES, BM25SearchRequest, Request, SearchRequest
 from .replies import Shape
 
 if TYPE_CHECKING:
@@ -29,25 +28,16 @@ def depth(engine: Retriever, r: Any) -> int | None:
     return (engine.config.top_k if r.top_k is None else r.top_k) + r.offset
 
 
-def search_hits(engine: Retriever, r: SearchRequest) -> Hits:
-    return engine.search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*SEARCHED), ann=r.ann())
+def hits(engine: Retriever, r: BM25SearchRequest) -> Hits:
+    """The hits of a one-list search: the kind its request asks for (r.kind, search/kinds.py) with
+    the options the request has (a kind's request has only the options it takes)."""
+    fields = type(r).model_fields
+    options = r.options(*(name for name in (*FUSION, "query_instruction") if name in fields))
+    ann = r.ann() if isinstance(r, SearchRequest) else None
+    return engine.search(r.query_list, depth(engine, r), ann=ann, mode=r.kind, **r.options(*SEARCHED), **options)
 
 
-def hybrid_hits(engine: Retriever, r: HybridSearchRequest) -> Hits:
-    return engine.hybrid_search(r.query_list, depth(engine, r), r.query_instruction, **r.options(*FUSION, *SEARCHED),
-                                ann=r.ann())
-
-
-def bm25_hits(engine: Retriever, r: BM25SearchRequest) -> Hits:
-    return engine.bm25_search(r.query_list, depth(engine, r), **r.options(*SEARCHED))
-
-
-def sparse_hits(engine: Retriever, r: SparseSearchRequest) -> Hits:
-    return engine.sparse_search(r.query_list, depth(engine, r), **r.options(*SEARCHED))
-
-
-# The searches with one list of hits per query of `query_list`, whatever the other queries of the
-# call: a deployed service may merge several callers' requests into one (service/batcher.py).
-HITS: dict[type[Request], Callable[[Retriever, Any], Hits]] = {
-    SearchRequest: search_hits, HybridSearchRequest: hybrid_hits, BM25SearchRequest: bm25_hits,
-    SparseSearchRequest: sparse_hits}
+def searches(r: Request) -> bool:
+    """Whether `r` is a one-list search's request (what `hits` answers; a deployed service may merge
+    several callers' requests of one kind into one search: service/batcher.py)."""
+    return isinstance(r, BM25SearchRequest)

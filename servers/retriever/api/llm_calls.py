@@ -17,7 +17,7 @@ from ..search.results import as_queries
 from ..security.limits import check_count, check_limits
 from ..store.locks import collection_lock
 from ..types import Hits, Payload
-from .hits import HITS
+from .hits import hits
 from .models import (
     SCORES,
     SEARCH_REQUESTS,
@@ -64,7 +64,7 @@ def mode_search(engine: Retriever, mode: str, queries: list[str], k: int | None,
         options["query_instruction"] = r.query_instruction
     if "candidate_depth" in kind.model_fields:
         options["candidate_depth"] = getattr(r, "candidate_depth", None)
-    return HITS[kind](engine, kind(query_list=queries, top_k=k, **options))
+    return hits(engine, kind(query_list=queries, top_k=k, **options))
 
 
 def reranked(engine: Retriever, r: SearchRequest | BM25SearchRequest, search: Any, k: int | None) -> tuple[Hits, Payload]:

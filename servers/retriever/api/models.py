@@ -5,12 +5,13 @@ build these models, and api/calls.py turns each into an engine call and a reply.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ..errors import InvalidInputError
 from ..indexes.base import ann_settings
+from ..search.kinds import ANN, DEFAULT_MODE, FUSION, INSTRUCTION, KINDS, Kind
 from .fields import (
     RRFK,
     Around,
@@ -206,6 +207,7 @@ class _Reply(Request):
 
 
 class BM25SearchRequest(_Scores, _Reply):
+    kind: ClassVar[str] = "bm25"  # the kind of search (search/kinds.py) this request asks for
     query_list: Queries
     top_k: TopK = None
     collection_name: Searched = None
@@ -214,6 +216,8 @@ class BM25SearchRequest(_Scores, _Reply):
 
 class SparseSearchRequest(BM25SearchRequest):
     """A learned-sparse search (the `sparse` kind: parameter.yaml's sparse model); BM25's options."""
+
+    kind: ClassVar[str] = "sparse"
 
 
 class _Ann(Request):
@@ -228,6 +232,7 @@ class _Ann(Request):
 
 
 class SearchRequest(BM25SearchRequest, _Ann):
+    kind: ClassVar[str] = "dense"
     query_instruction: QueryInstruction = None
 
 
@@ -246,17 +251,30 @@ class _Fusion(Request):
 
 
 class HybridSearchRequest(SearchRequest, _Fusion):
-    pass
+    kind: ClassVar[str] = "hybrid"
 
 
 class HybridBatchSearchRequest(BatchSearchRequest, _Fusion):
     pass
 
 
-# The request of each search kind (search/rankers.py KINDS): the CLI, the deploy service, the
-# agent's search and the LLM tools read it.
-SEARCH_REQUESTS: dict[str, type[BM25SearchRequest]] = {
-    "hybrid": HybridSearchRequest, "dense": SearchRequest, "bm25": BM25SearchRequest, "sparse": SparseSearchRequest}
+# The request of each search kind (search/kinds.py KINDS), derived from its record: a tool's own
+# request where a tool searches that kind (UltraRAG's names), else one made with the options the
+# kind takes. The CLI, the deploy service, the agent's search and the LLM tools read it.
+_OPTIONS: dict[tuple[str, ...], type[BM25SearchRequest]] = {
+    (): BM25SearchRequest, (INSTRUCTION, ANN): SearchRequest, (INSTRUCTION, ANN, FUSION): HybridSearchRequest}
+_TOOLS = {c.kind: c for c in (BM25SearchRequest, SparseSearchRequest, SearchRequest, HybridSearchRequest)}
+
+
+def _request_of(k: Kind) -> type[BM25SearchRequest]:
+    if k.name in _TOOLS:
+        return _TOOLS[k.name]
+    base = _OPTIONS[k.options]
+    return type(f"{k.name.title()}SearchRequest", (base,), {"kind": k.name, "__module__": __name__,
+                                                          "__annotations__": {"kind": "ClassVar[str]"}})
+
+
+SEARCH_REQUESTS: dict[str, type[BM25SearchRequest]] = {name: _request_of(k) for name, k in KINDS.items()}
 
 
 class _Modes(_Scores, _Reply):
@@ -335,17 +353,17 @@ class DeploySearchRequest(_Scores, _Reply, _Fusion):
     top_k: TopK = None
     query_instruction: QueryInstruction = None
     collection_name: Searched = None
-    mode: Mode = "dense"
+    mode: Mode = DEFAULT_MODE
 
     def as_search(self) -> BM25SearchRequest:
         """The search tool's request this one is (SearchRequest, BM25SearchRequest or
         HybridSearchRequest). UltraRAG's collection_name "" means the service's own collection."""
         fusion = {k: v for k, v in self.options(*_Fusion.model_fields).items() if v is not None}
-        if fusion and self.mode != "hybrid":
+        if fusion and FUSION not in KINDS[self.mode].options:
             raise InvalidInputError(f"{', '.join(fusion)} apply to mode 'hybrid', not {self.mode!r}")
         data = self.model_dump(exclude={"mode", *_Fusion.model_fields})
         data["collection_name"] = self.collection_name or None
-        if self.mode == "bm25":
+        if INSTRUCTION not in KINDS[self.mode].options:
             data.pop("query_instruction")  # UltraRAG's clients always send one; BM25 has no use for it
         return SEARCH_REQUESTS[self.mode](**data, **fusion)
 

@@ -16,7 +16,8 @@ from ..filters import Filter
 from ..filters import parse as parse_filter
 from ..indexes import DocumentStore, View
 from ..indexes.milvus.sparse import RECORD as SPARSE_RECORD
-from ..search import BM25, Dense, Hybrid, Ranker, learned_sparse, run, stored
+from ..search import Ranker, learned_sparse, run
+from ..search.kinds import held_search
 from ..security.limits import caller_progress
 from ..session import Session, bm25_manifest, build_bm25
 from ..store.catalog import remember_corpus
@@ -150,17 +151,7 @@ class Held:
     def search(self, s: Session, ranker: Ranker, queries: list[str], k: int, filters: dict[str, Any] | None,
                scale_score: bool, threshold: float | None) -> Hits:
         f = None if filters is None else parse_filter(filters)
-        match ranker:
-            case Dense():
-                return stored.dense(s, self.store, ranker, queries, k, f, scale_score, threshold)
-            case BM25():
-                return stored.bm25(s, self.store, queries, k, f, scale_score, threshold)
-            case Hybrid():
-                return stored.hybrid(s, self.store, ranker, queries, k, f, scale_score, threshold)
-            case learned_sparse.Sparse():
-                return stored.sparse(s, self.store, queries, k, f, scale_score, threshold)
-        raise NotYetSupportedError(f"{type(ranker).__name__.lower()} search needs a corpus here: the index backend "
-                                   "holds the documents and ranks dense, BM25, hybrid and sparse only")
+        return held_search(s, self.store, ranker, queries, k, f, scale_score, threshold)
 
     def rows(self, s: Session, tool: str) -> None:
         raise NotYetSupportedError(f"{tool} needs a corpus here, not documents kept in the index backend only: set "

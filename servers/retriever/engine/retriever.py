@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Config, HybridConfig, SourceConfig, load_config
+from ..config import Config, SourceConfig, load_config
 from ..embedders import Embedder
 from ..errors import (
     IndexMismatchError,
@@ -28,10 +28,10 @@ from ..errors import (
 )
 from ..filters import parse as parse_filter
 from ..indexes import View, check_backend
-from ..search import BM25, KINDS, Dense, Hybrid, Ranker, learned_sparse, run, stored
+from ..search import DEFAULT_MODE, Ranker, kinds, learned_sparse, run, stored
 from ..search.fanout import fanout
 from ..search.hybrid import hybrid_options
-from ..search.rankers import kind, text_only
+from ..search.rankers import text_only
 from ..search.results import as_queries, check_top_k, pick, search_groups
 from ..security.guard import check_client_config, check_path
 from ..session import Session, disk_stamp, open_session, reopen
@@ -222,24 +222,36 @@ class Retriever:
     def search(self, query_list: str | Sequence[str], top_k: int | None = None,
                query_instruction: str | None = None, score_threshold: float | None = None,
                scale_score: bool = False, filters: dict[str, Any] | None = None,
-               collection_name: str | None = None, ann: dict[str, int] | None = None) -> list[list[Hit]]:
-        """Dense search. `scale_score` maps scores to 0..1 (cosine: (s + 1) / 2; inner product:
-        expit(s / 100)); `score_threshold` drops hits below it (after scaling, if asked);
-        `filters` (see filters.py) limits the candidates before the top k is taken;
-        `collection_name` searches that collection (None: the current one); `ann` sets an ANN
-        index's nprobe / efSearch for this call (None: the YAML's)."""
-        return self.find("retriever_search", Dense(query_instruction, ann), query_list, top_k, filters, scale_score,
-                         score_threshold, collection_name)
+               collection_name: str | None = None, ann: dict[str, int] | None = None, mode: str = DEFAULT_MODE,
+               **fusion: Any) -> list[list[Hit]]:
+        """A search of kind `mode` (search/kinds.py: hybrid, the default and the best we have, dense,
+        bm25, sparse), per query its top `top_k` hits. `scale_score` maps scores to 0..1 (each kind's
+        own map); `score_threshold` drops hits below it (after scaling, if asked); `filters` (see
+        filters.py) limits the candidates before the top k is taken; `collection_name` searches that
+        collection (None: the current one); `ann` sets an ANN index's nprobe / efSearch for this
+        call (None: the YAML's); `fusion` (fusion, vector_weight, rrf_k, candidate_depth) sets
+        hybrid's options for this call."""
+        s = self.searched("search", collection_name)
+        return self.find(s, self._ranker(s, mode, query_instruction, ann, fusion), query_list, top_k, filters,
+                         scale_score, score_threshold)
 
-    def find(self, tool: str, ranker: Ranker, query_list: str | Sequence[str], top_k: int | None = None,
-             filters: dict[str, Any] | None = None, scale_score: bool = False, score_threshold: float | None = None,
-             collection_name: str | None = None) -> list[list[Hit]]:
-        """The one search of every kind: `ranker` is the kind with its options (search/rankers.py:
-        Dense, BM25, Hybrid, learned_sparse.Sparse), searched where the session's documents live
-        (documents.py). The tools' search methods below are its named forms."""
-        s = self.searched(tool, collection_name)
+    def _ranker(self, s: Session, mode: str, query_instruction: str | None, ann: dict[str, int] | None,
+                fusion: dict[str, Any]) -> Ranker:
+        """The kind `mode` names with this call's options (search/kinds.py), checked against the session."""
+        k = kinds.of(mode)
+        given = {name: value for name, value in fusion.items() if value is not None}
+        if given and kinds.FUSION not in k.options:
+            raise InvalidInputError(f"{', '.join(sorted(given))} apply to mode 'hybrid', not {mode!r}")
+        h = hybrid_options(s.config.hybrid, **given) if given else s.config.hybrid
+        return kinds.kind(mode, h, query_instruction, ann)
+
+    def find(self, s: Session, ranker: Ranker, query_list: str | Sequence[str], top_k: int | None = None,
+             filters: dict[str, Any] | None = None, scale_score: bool = False,
+             score_threshold: float | None = None) -> list[list[Hit]]:
+        """The one search of every kind: `ranker` is the kind with its options, searched in session
+        `s` where its documents live (documents.py)."""
         return documents_of(s).search(s, ranker, as_queries(query_list), self._k(s, top_k), filters, scale_score,
-                                   score_threshold)
+                                      score_threshold)
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None, score_threshold: float | None = None,
@@ -248,7 +260,7 @@ class Retriever:
         """One search over every query of every group, split back into the groups."""
         return search_groups(
             lambda qs: self.search(qs, top_k, query_instruction, score_threshold, scale_score, filters,
-                                   collection_name, ann), batch_query_list)
+                                   collection_name, ann, mode="dense"), batch_query_list)
 
     # ---- BM25 ------------------------------------------------------------------------------
 
@@ -261,9 +273,9 @@ class Retriever:
     def bm25_search(self, query_list: str | Sequence[str], top_k: int | None = None,
                     score_threshold: float | None = None, scale_score: bool = False,
                     filters: dict[str, Any] | None = None, collection_name: str | None = None) -> list[list[Hit]]:
-        """BM25 search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
-        return self.find("bm25_search", BM25(), query_list, top_k, filters, scale_score, score_threshold,
-                         collection_name)
+        """BM25 search (`search` with mode bm25). `scale_score` maps scores to 0..1 with expit(s / 8)."""
+        return self.search(query_list, top_k, None, score_threshold, scale_score, filters, collection_name,
+                           mode="bm25")
 
     # ---- learned sparse (search/learned_sparse.py) ---------------------------------------------
 
@@ -279,9 +291,9 @@ class Retriever:
     def sparse_search(self, query_list: str | Sequence[str], top_k: int | None = None,
                       score_threshold: float | None = None, scale_score: bool = False,
                       filters: dict[str, Any] | None = None, collection_name: str | None = None) -> list[list[Hit]]:
-        """Learned-sparse search. `scale_score` maps scores to 0..1 with expit(s / 8)."""
-        return self.find("sparse_search", learned_sparse.Sparse(), query_list, top_k, filters, scale_score,
-                         score_threshold, collection_name)
+        """Learned-sparse search (`search` with mode sparse). `scale_score` maps scores to 0..1 with expit(s / 8)."""
+        return self.search(query_list, top_k, None, score_threshold, scale_score, filters, collection_name,
+                           mode="sparse")
 
     # ---- documents: add (upsert) and delete ----------------------------------------------------
 
@@ -359,15 +371,12 @@ class Retriever:
                       candidate_depth: int | None = None, score_threshold: float | None = None,
                       scale_score: bool = False, filters: dict[str, Any] | None = None,
                       collection_name: str | None = None, ann: dict[str, int] | None = None) -> list[list[Hit]]:
-        """Dense and BM25 at once, each `candidate_depth` deep, fused per query (see fusion.py).
-        Each hit carries its rank and score in each retriever. `scale_score` divides by the best
-        possible fused score; `ann` as in `search`."""
-        s = self.searched("retriever_hybrid_search", collection_name)
-        self._embedder_of(s, "retriever_hybrid_search")
-        h = hybrid_options(s.config.hybrid, fusion=fusion, vector_weight=vector_weight, rrf_k=rrf_k,
-                           candidate_depth=candidate_depth)
-        return self.find("retriever_hybrid_search", Hybrid(h, query_instruction, ann), query_list, top_k, filters,
-                         scale_score, score_threshold, collection_name)
+        """Dense and BM25 at once, each `candidate_depth` deep, fused per query (see fusion.py):
+        `search` with mode hybrid. Each hit carries its rank and score in each retriever.
+        `scale_score` divides by the best possible fused score; `ann` as in `search`."""
+        return self.search(query_list, top_k, query_instruction, score_threshold, scale_score, filters,
+                           collection_name, ann, mode="hybrid", fusion=fusion, vector_weight=vector_weight,
+                           rrf_k=rrf_k, candidate_depth=candidate_depth)
 
     def hybrid_batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                             **options: Any) -> list[list[list[Hit]]]:
@@ -381,12 +390,13 @@ class Retriever:
         (dense, bm25 or hybrid), fused with RRF (k from the YAML) into one ranking per question."""
         s = self.need("retriever_multi_query_search")
         h = hybrid_options(s.config.hybrid, candidate_depth=candidate_depth)
+        ranker = kinds.kind(mode, h, query_instruction, s=s)
         if s.held is not None:  # the backend holds the documents: its hits fused by id (search/stored.py)
-            f = None if filters is None else parse_filter(filters)
-            return stored.multi_query(s, s.held, _kind(s, mode, h, query_instruction), question_list,
-                                      self._k(s, top_k), h.candidate_depth, h.rrf_k, f, scale_score, score_threshold)
-        return run.multi_query(s, _kind(s, mode, h, query_instruction), question_list, self._k(s, top_k),
-                               h.candidate_depth, h.rrf_k, filters, scale_score, score_threshold)
+            f, held = None if filters is None else parse_filter(filters), s.held
+            return stored.multi_query(lambda qs: kinds.held_search(s, held, ranker, qs, h.candidate_depth, f),
+                                      question_list, self._k(s, top_k), h.rrf_k, scale_score, score_threshold)
+        return run.multi_query(s, ranker, question_list, self._k(s, top_k), h.candidate_depth, h.rrf_k, filters,
+                               scale_score, score_threshold)
 
     def searched(self, tool: str, collection_name: str | None) -> Session:
         """The session a search reads: the current one, or collection `collection_name`'s."""
@@ -435,13 +445,6 @@ class Retriever:
         path = Path(given)
         path = path if path.is_absolute() or self.base_dir is None else self.base_dir / path
         return check_path(path, self.base_config, self.base_dir, what)
-
-
-def _kind(s: Session, mode: str, h: HybridConfig, query_instruction: str | None) -> Ranker:
-    """The retriever kind `mode` names (search/rankers.py), checked against the session."""
-    if mode in KINDS and mode not in ("bm25", "sparse") and s.embedder is None:
-        raise NotYetSupportedError(f"mode {mode!r}: backend is 'bm25', which has no embedder; use mode 'bm25'")
-    return kind(mode, h, query_instruction)
 
 
 def _need_corpus(s: Session, tool: str) -> DocStore:

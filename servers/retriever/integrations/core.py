@@ -129,7 +129,7 @@ class Library:
 
     def search(self, queries: list[str], options: SearchOptions) -> list[list[Found]]:
         from ..api.calls import filter_warnings, opened
-        from ..api.hits import HITS
+        from ..api.hits import hits as kind_hits
 
         if options.mode not in SEARCH_REQUESTS:
             raise InvalidInputError(f"unknown mode {options.mode!r}; the modes are {', '.join(SEARCH_REQUESTS)}")
@@ -138,7 +138,7 @@ class Library:
         except ValidationError as e:
             raise InvalidInputError(f"search options of mode {options.mode!r}: {argument_problems(e)}") from None
         opened(self.engine)
-        hits: list[list[Hit]] = HITS[type(request)](self.engine, request)
+        hits: list[list[Hit]] = kind_hits(self.engine, request)
         for warning in filter_warnings(self.engine, options.collection, options.filters):
             log.warning("%s", warning)
         return [[found(h.id, h.text, h.score, h.metadata, options.collection) for h in row] for row in hits]

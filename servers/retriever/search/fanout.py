@@ -21,7 +21,7 @@ from ..types import Hit, Hits
 from . import rerank, stored
 from .fusion import rrf
 from .hybrid import RowRanking, fused_scale, source_of
-from .rankers import kind
+from .kinds import held_search, kind
 from .results import as_queries
 from .run import hits_of, rankings
 from .stages import apply, stages
@@ -45,7 +45,7 @@ def fanout(session_of: Callable[[str], Session], queries: list[str], collections
             cs = session_of(name)
             if cs.held is not None:  # Milvus is_demo / full_text: hits from the backend (search/stored.py)
                 f = None if filters is None else parse_filter(filters)
-                held[name] = (cs, stored.searched(cs, cs.held, ranker, queries, h.candidate_depth, f))
+                held[name] = (cs, held_search(cs, cs.held, ranker, queries, h.candidate_depth, f))
                 continue
             ranked = rankings(cs, ranker, queries, h.candidate_depth, candidates(cs, filters))
             answered[name] = (cs, [(r[0], r[1]) for r in ranked])

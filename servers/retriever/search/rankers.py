@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import compute
 from ..config import HybridConfig
-from ..errors import IndexMissingError, InvalidInputError, NotYetSupportedError
+from ..errors import IndexMissingError, NotYetSupportedError
 from ..session import Allowed, Session
 from . import learned_sparse, signals
 from .calibration import auto_vector_weight
@@ -173,21 +173,3 @@ class Hybrid:
 
     def scale(self, s: Session) -> Scale:
         return fused_scale(self.options.fusion, self.weights(s), self.options.rrf_k)
-
-
-# The kinds a `mode` names (multi-query and fan-out searches, `retriever search --mode`, eval).
-# The first is the default of the agent's search (the best we have).
-KINDS: dict[str, Callable[[HybridConfig, str | None], Ranker]] = {
-    "hybrid": lambda h, instruction: Hybrid(h, instruction),
-    "dense": lambda h, instruction: Dense(instruction),
-    "bm25": lambda h, instruction: BM25(),
-    "sparse": lambda h, instruction: learned_sparse.Sparse(),
-}
-MODES = tuple(KINDS)
-
-
-def kind(mode: str, h: HybridConfig, query_instruction: str | None) -> Ranker:
-    """The retriever kind `mode` names, with its options (an unknown mode names the known ones)."""
-    if mode not in KINDS:
-        raise InvalidInputError(f"mode must be one of {sorted(KINDS)}, got {mode!r}")
-    return KINDS[mode](h, query_instruction)

@@ -17,7 +17,7 @@ What differs from a local collection's hybrid (search/rankers.py Hybrid):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -33,7 +33,7 @@ from ..types import Hit, Hits
 from . import learned_sparse, rerank, signals
 from .fusion import SCALERS, rrf
 from .hybrid import fused_hits, fused_scale, source_of
-from .rankers import BM25, Dense, Hybrid, Ranker, text_only
+from .rankers import Dense, Hybrid, Ranker, text_only
 from .results import as_groups, pick
 from .stages import apply, stages
 
@@ -55,8 +55,8 @@ def dense(s: Session, store: DocumentStore, ranker: Dense, queries: list[str], k
     return chunked(one, queries, s.config.limits, depth)
 
 
-def bm25(s: Session, store: DocumentStore, queries: list[str], k: int, f: Filter | None, scale_score: bool,
-         threshold: float | None) -> Hits:
+def bm25(s: Session, store: DocumentStore, ranker: Ranker, queries: list[str], k: int, f: Filter | None,
+         scale_score: bool, threshold: float | None) -> Hits:
     """BM25 hits ranked by the backend, `k` per query."""
     text_only(s, "BM25 search")
     reranking = rerank.plan(s.config.rerank)  # the cross-encoder stage (rerank.py): scores its own, unscaled
@@ -66,8 +66,8 @@ def bm25(s: Session, store: DocumentStore, queries: list[str], k: int, f: Filter
                                     chain), queries, s.config.limits, depth)
 
 
-def sparse(s: Session, store: DocumentStore, queries: list[str], k: int, f: Filter | None, scale_score: bool,
-           threshold: float | None) -> Hits:
+def sparse(s: Session, store: DocumentStore, ranker: Ranker, queries: list[str], k: int, f: Filter | None,
+           scale_score: bool, threshold: float | None) -> Hits:
     """Learned-sparse hits ranked by the backend (a collection made with parameter.yaml's sparse
     model: indexes/milvus/sparse.py), `k` per query."""
     model = _sparse_model(s)
@@ -162,28 +162,13 @@ def _scales(h: HybridConfig, dense: Sequence[Hit], text: Sequence[Hit], normaliz
 
 # ---- multi-query and fan-out over hits the backend returns -------------------------------------
 
-def searched(s: Session, store: DocumentStore, ranker: Ranker, queries: list[str], depth: int,
-             f: Filter | None) -> Hits:
-    """Per query, the backend's top `depth` hits of `ranker`'s kind (dense, BM25, hybrid or sparse), unscaled."""
-    match ranker:
-        case Dense():
-            return dense(s, store, ranker, queries, depth, f, False, None)
-        case BM25():
-            return bm25(s, store, queries, depth, f, False, None)
-        case Hybrid():
-            return hybrid(s, store, ranker, queries, depth, f, False, None)
-        case learned_sparse.Sparse():
-            return sparse(s, store, queries, depth, f, False, None)
-    raise NotYetSupportedError(f"{ranker.name} search needs a corpus here: the index backend holds the documents "
-                               "and ranks dense, BM25, hybrid and sparse only")
-
-
-def multi_query(s: Session, store: DocumentStore, ranker: Ranker, question_list: Any, k: int, depth: int,
-                rrf_k: float, f: Filter | None, scale_score: bool, threshold: float | None) -> Hits:
-    """Several phrasings per question, each searched `depth` deep by the backend, fused by id with
-    RRF into one ranking per question (as search/run.py multi_query does over rows)."""
+def multi_query(searched: Callable[[list[str]], Hits], question_list: Any, k: int, rrf_k: float, scale_score: bool,
+                threshold: float | None) -> Hits:
+    """Several phrasings per question, each searched by the backend (`searched`: per query its
+    hits, deep enough), fused by id with RRF into one ranking per question (as search/run.py
+    multi_query does over rows)."""
     groups = as_groups(question_list, "question_list")
-    found = searched(s, store, ranker, [q for g in groups for q in g], depth, f)
+    found = searched([q for g in groups for q in g])
     fused, start = [], 0
     for g in groups:
         fused.append(fused_hits({str(i): found[start + i] for i in range(len(g))}, "rrf", None, rrf_k, k))

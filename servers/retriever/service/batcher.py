@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..api.calls import hits_reply
-from ..api.hits import HITS
+from ..api.hits import hits as kind_hits
+from ..api.hits import searches
 from ..api.models import BM25SearchRequest, Request
 from ..api.registry import call
 from ..compute import CALLER
@@ -69,7 +70,7 @@ class Job:
 
 def merge_key(request: Request) -> str | None:
     """What must be equal for two requests to be searched as one."""
-    if type(request) not in HITS or getattr(request, "llm_rerank", None) is not None:
+    if not searches(request) or getattr(request, "llm_rerank", None) is not None:
         return None  # runs alone, through the whole call (an LLM rerank is per request)
     rest = request.model_dump(exclude=SHAPE_ONLY)
     return f"{type(request).__name__}:{json.dumps(rest, sort_keys=True, default=str)}"
@@ -222,7 +223,7 @@ class Batcher:
                 BETWEEN.reset(between)
                 CANCEL.reset(token)
         merged = first.model_copy(update={"query_list": [q for j in jobs for q in j.queries]})
-        hits = HITS[type(first)](self.engine, merged)
+        hits = kind_hits(self.engine, merged)  # type: ignore[arg-type]
         return [hits_reply(self.engine, j.request, part)  # type: ignore[arg-type]
                 for j, part in zip(jobs, regroup(hits, [len(j.queries) for j in jobs]))]
 
@@ -270,7 +271,7 @@ class Batcher:
                 k = max(k, r.candidate_depth or cfg.hybrid.candidate_depth)
             check_limits(cfg.limits, len(job.queries), k)
         piece = job.queries[job.done : job.done + self.max_batch]
-        job.hits += HITS[type(r)](self.engine, r.model_copy(update={"query_list": piece}))
+        job.hits += kind_hits(self.engine, r.model_copy(update={"query_list": piece}))
         job.done += len(piece)
         if job.done < len(job.queries):
             return None
