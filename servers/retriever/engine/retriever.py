@@ -232,8 +232,10 @@ class Retriever:
         call (None: the YAML's); `fusion` (fusion, vector_weight, rrf_k, candidate_depth) sets
         hybrid's options for this call."""
         s = self.searched("search", collection_name)
-        return self.find(s, self._ranker(s, mode, query_instruction, ann, fusion), query_list, top_k, filters,
-                         scale_score, score_threshold)
+        ranker = self._ranker(s, mode, query_instruction, ann, fusion)
+        # searched where the session's documents live (documents.py)
+        return documents_of(s).search(s, ranker, as_queries(query_list), self._k(s, top_k), filters, scale_score,
+                                      score_threshold)
 
     def _ranker(self, s: Session, mode: str, query_instruction: str | None, ann: dict[str, int] | None,
                 fusion: dict[str, Any]) -> Ranker:
@@ -244,14 +246,6 @@ class Retriever:
             raise InvalidInputError(f"{', '.join(sorted(given))} apply to mode 'hybrid', not {mode!r}")
         h = hybrid_options(s.config.hybrid, **given) if given else s.config.hybrid
         return kinds.kind(mode, h, query_instruction, ann)
-
-    def find(self, s: Session, ranker: Ranker, query_list: str | Sequence[str], top_k: int | None = None,
-             filters: dict[str, Any] | None = None, scale_score: bool = False,
-             score_threshold: float | None = None) -> list[list[Hit]]:
-        """The one search of every kind: `ranker` is the kind with its options, searched in session
-        `s` where its documents live (documents.py)."""
-        return documents_of(s).search(s, ranker, as_queries(query_list), self._k(s, top_k), filters, scale_score,
-                                      score_threshold)
 
     def batch_search(self, batch_query_list: Sequence[str | Sequence[str]], top_k: int | None = None,
                      query_instruction: str | None = None, score_threshold: float | None = None,
