@@ -107,7 +107,8 @@ def test_bm25_finds_nothing_for_words_no_document_has(indexed) -> None:
 @pytest.mark.parametrize("spec", FILTERS)
 def test_filters_apply_to_dense_bm25_and_hybrid(indexed, local, spec) -> None:
     f = parse(spec)
-    assert ids(indexed.search(QUERIES, top_k=5, filters=spec, mode="dense")) == ids(local.search(QUERIES, top_k=5, filters=spec, mode="dense"))
+    assert ids(indexed.search(QUERIES, top_k=5, filters=spec, mode="dense")) == \
+        ids(local.search(QUERIES, top_k=5, filters=spec, mode="dense"))
     bm25 = indexed.bm25_search(QUERIES, top_k=5, filters=spec)  # a query may have no word in the filtered documents
     hybrid = indexed.hybrid_search(QUERIES, top_k=5, filters=spec)
     assert any(bm25) and all(hybrid)
