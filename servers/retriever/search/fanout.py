@@ -19,8 +19,7 @@ from ..filters import parse as parse_filter
 from ..session import Session, candidates
 from ..types import Hit, Hits
 from . import rerank, stored
-from .fusion import rrf
-from .hybrid import RowRanking, fused_scale, source_of
+from .hybrid import RowRanking, fused, fused_scale
 from .kinds import held_search, kind
 from .results import as_queries
 from .run import hits_of, rankings
@@ -78,14 +77,9 @@ def _fused_hits(sessions: Mapping[str, Session], rankings: Mapping[str, RowRanki
     """One query: the collections' rankings fused into hits that name their collection."""
     named = {name: [((name, int(r)), float(sc)) for r, sc in zip(rows.tolist(), scores.tolist()) if r >= 0]
              for name, (rows, scores) in rankings.items()}
-    rank_of = {name: {key: i for i, (key, _) in enumerate(ranking)} for name, ranking in named.items()}
     out = []
-    key: tuple[str, int]
-    for key, score in rrf(list(named.values()), None, rrf_k, limit=k):
-        name: str = key[0]
-        row: int = key[1]
+    for (name, row), score, sources in fused(named, "rrf", None, rrf_k, k):
         doc = sessions[name].collection.get(row)
-        sources = {n: source_of(named[n], rank_of[n].get((name, row))) for n in named}
         out.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata, sources=sources,
                        collection=name))
     return out

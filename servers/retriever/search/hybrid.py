@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import ValidationError
@@ -15,45 +15,50 @@ from ..store.collection import Collection
 from ..types import Hit
 from .fusion import fuse
 
+K = TypeVar("K", bound=Hashable)
+
 RowRanking = tuple[np.ndarray, np.ndarray]  # rows best first, their scores
-Sources = list[dict[str, tuple[int, float] | None]]  # per fused row: retriever -> (rank, score)
+Source = dict[str, tuple[int, float] | None]  # of a fused document: retriever -> (rank, score), None if absent
+Sources = list[Source]  # per fused row
 Fused = tuple[np.ndarray, np.ndarray, Sources]
+
+
+def fused(named: Mapping[str, Sequence[tuple[K, float]]], method: str, weights: Sequence[float] | None, k: float,
+          top_k: int, scales: Mapping[str, float] | None = None) -> list[tuple[K, float, Source]]:
+    """One query's rankings (name -> its (key, score) best first) fused: the best `top_k` keys with
+    their fused score and, per input, their rank and score there (None where absent). `scales`:
+    what a ranking's scores are divided by before fusing (the sources keep them as they were). The
+    one fusion of local rows, of hits a backend holds and of several collections' lists."""
+    lists = list(named.values()) if not scales else [
+        [(key, s / scales.get(name, 1.0)) for key, s in ranking] for name, ranking in named.items()]
+    rank_of = {name: {key: rank for rank, (key, _) in enumerate(ranking)} for name, ranking in named.items()}
+    return [(key, score, {name: source_of(named[name], rank_of[name].get(key)) for name in named})
+            for key, score in fuse(method, lists, weights, k, limit=top_k)]
 
 
 def fused_rows(
     docs: Collection, rankings: Mapping[str, RowRanking], method: str, weights: Sequence[float] | None,
     k: float, top_k: int, scales: Mapping[str, float] | None = None,
 ) -> Fused:
-    """Rows and fused scores (best first, ties by id) and, per row, its rank and score in each
-    input. `scales`: what a ranking's scores are divided by before fusing (its sources keep them
-    as they were)."""
+    """`fused` over a local collection's rows, keyed by id (ties by id): rows, fused scores and sources."""
     named = {
         name: [(docs.ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist()) if r >= 0]
         for name, (rows, scores) in rankings.items()
     }
     row_of = {docs.ids[r]: r for rows, _ in rankings.values() for r in rows.tolist() if r >= 0}
-    lists = list(named.values()) if not scales else [
-        [(key, s / scales.get(name, 1.0)) for key, s in ranking] for name, ranking in named.items()]
-    fused = fuse(method, lists, weights, k, limit=top_k)
-    rank_of = {name: {doc_id: rank for rank, (doc_id, _) in enumerate(ranking)} for name, ranking in named.items()}
-    sources = [{name: source_of(named[name], rank_of[name].get(doc_id)) for name in named} for doc_id, _ in fused]
-    rows = np.asarray([row_of[doc_id] for doc_id, _ in fused], dtype=np.int64)
-    scores = np.asarray([score for _, score in fused], dtype=np.float64)
-    return rows, scores, sources
+    out = fused(named, method, weights, k, top_k, scales)
+    rows = np.asarray([row_of[doc_id] for doc_id, _, _ in out], dtype=np.int64)
+    scores = np.asarray([score for _, score, _ in out], dtype=np.float64)
+    return rows, scores, [sources for _, _, sources in out]
 
 
 def fused_hits(rankings: Mapping[str, Sequence[Hit]], method: str, weights: Sequence[float] | None, k: float,
                top_k: int, scales: Mapping[str, float] | None = None) -> list[Hit]:
-    """`fused_rows` for hits that carry their documents (an index backend that holds them: Milvus
-    full_text): fused by id, each hit with its rank and score in each input."""
+    """`fused` over hits that carry their documents (an index backend that holds them), keyed by id."""
     named = {name: [(h.id, float(h.score)) for h in hits] for name, hits in rankings.items()}
     found = {h.id: h for hits in rankings.values() for h in hits}
-    lists = list(named.values()) if not scales else [
-        [(key, s / scales.get(name, 1.0)) for key, s in ranking] for name, ranking in named.items()]
-    rank_of = {name: {doc_id: rank for rank, (doc_id, _) in enumerate(ranking)} for name, ranking in named.items()}
-    return [replace(found[doc_id], score=score,
-                    sources={name: source_of(named[name], rank_of[name].get(doc_id)) for name in named})
-            for doc_id, score in fuse(method, lists, weights, k, limit=top_k)]
+    return [replace(found[doc_id], score=score, sources=sources)
+            for doc_id, score, sources in fused(named, method, weights, k, top_k, scales)]
 
 
 def source_of(ranking: Sequence[tuple[Any, float]], index: int | None) -> tuple[int, float] | None:

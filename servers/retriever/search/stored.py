@@ -31,8 +31,8 @@ from ..security.limits import chunked
 from ..session import Session
 from ..types import Hit, Hits
 from . import learned_sparse, rerank, signals
-from .fusion import SCALERS, rrf
-from .hybrid import fused_hits, fused_scale, source_of
+from .fusion import SCALERS
+from .hybrid import fused, fused_hits, fused_scale
 from .rankers import Dense, Hybrid, Ranker, text_only
 from .results import as_groups, pick
 from .stages import apply, stages
@@ -182,10 +182,5 @@ def fused_collections(found: Mapping[str, Sequence[Hit]], rrf_k: float, k: int) 
     ids in two collections stay two hits; each names its collection and its rank in each list."""
     named = {name: [((name, h.id), float(h.score)) for h in hits] for name, hits in found.items()}
     by_key = {(name, h.id): h for name, hits in found.items() for h in hits}
-    rank_of = {name: {key: i for i, (key, _) in enumerate(ranking)} for name, ranking in named.items()}
-    out = []
-    key: tuple[str, str]
-    for key, score in rrf(list(named.values()), None, rrf_k, limit=k):
-        sources = {n: source_of(named[n], rank_of[n].get(key)) for n in named}
-        out.append(replace(by_key[key], score=score, collection=key[0], sources=sources))
-    return out
+    return [replace(by_key[key], score=score, collection=key[0], sources=sources)
+            for key, score, sources in fused(named, "rrf", None, rrf_k, k)]
