@@ -94,7 +94,9 @@ class Server:
 
 @pytest.fixture(scope="module")
 def project(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_built(built_project, tmp_path_factory.mktemp("oauth") / "p").parent
+    folder = copy_built(built_project, tmp_path_factory.mktemp("oauth") / "p").parent
+    (folder / "index" / "collections" / "b").mkdir(parents=True)  # a second collection (empty) to list
+    return folder
 
 
 def windows(text: str, n: int) -> list[str]:
@@ -279,6 +281,10 @@ def test_the_deploy_service_follows_the_scopes_and_grants(servers: dict[str, Ser
         assert 'scope="read"' in no_read.headers["www-authenticate"] and "writer_only" in no_read.json()["error"]
     other = httpx.post(f"{s.url}/search", json={**search, "collection_name": "b"}, headers=reader, timeout=30)
     assert other.status_code == 403 and "reader may not read the collection 'b'" in other.json()["error"]
+    admin = {"Authorization": f"Bearer {s.token(provider, 'admin')}"}
+    listings = {who: httpx.post(f"{s.url}/tools/retriever_list_collections", json={}, headers=h, timeout=30).json()
+                for who, h in (("reader", reader), ("admin", admin))}
+    assert [[c["name"] for c in listings[w]["collections"]] for w in ("admin", "reader")] == [["", "b"], [""]]
     mcp = session(s, s.token(provider, "reader"), ("search", {"query": "earthquakes", "top_k": 1}))
     assert "search" in mcp["tools"] and not mcp["calls"][0]["error"]
     assert session(s, s.token(provider, "writer_only"))["tools"] == set()  # its MCP tools all read

@@ -159,6 +159,7 @@ def as_principal(principal: Principal, work: Any) -> Any:
 def server(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     engine = engine_for(copy_built(built_project, tmp_path_factory.mktemp("grants") / "p"))
     engine.init()
+    (engine.base_config.collections_path / "b").mkdir(parents=True)  # a second collection, empty
     yield build_server(engine, profile="full")
 
 
@@ -215,3 +216,11 @@ def test_a_collection_without_a_read_grant_is_refused_by_name(server: Any, tool:
     assert result.is_error and f"may not read the collection {named}" in result.content[0].text
     allowed = call(server, READER, "search", {"query": "earthquakes"})
     assert not allowed.is_error, allowed.content[0].text
+
+
+@pytest.mark.parametrize("tool", ["list_collections", "retriever_list_collections"])
+def test_a_listing_of_collections_names_only_those_it_may_read(server: Any, tool: str) -> None:
+    everything = call(server, p.OPERATOR, tool, {})
+    mine = call(server, READER, tool, {})
+    assert [c["name"] for c in json.loads(everything.content[0].text)["collections"]] == ["", "b"]
+    assert [c["name"] for c in json.loads(mine.content[0].text)["collections"]] == [""]

@@ -22,9 +22,9 @@ audit_log = logging.getLogger("retriever.audit")
 COLLECTION_FIELDS = ("collection_name", "collection")  # a request's one collection; `collections`: several
 
 
-def action(tool: Tool) -> Action:
-    """What a call of `tool` does to the collections it names: reads (scope read), else writes."""
-    return "read" if tool.scope == "read" else "write"
+def action(scope: str) -> Action:
+    """What a call needing `scope` does to the collections it names: reads (scope read), else writes."""
+    return "read" if scope == "read" else "write"
 
 
 def collections_of(engine: Retriever, request: Request) -> list[str]:
@@ -47,26 +47,46 @@ def _label(name: str | None) -> str:
     return name or DEFAULT_COLLECTION
 
 
-def scope_refusal(principal: Principal, tool: Tool) -> str | None:
-    """Why `principal` may not call `tool` at all (None: its scopes allow it)."""
-    if principal.has(tool.scope):
+def needs(principal: Principal, what: str, scope: str) -> str | None:
+    """Why `principal` may not call `what` (a tool, a route) that needs `scope` (None: it may)."""
+    if principal.has(scope):
         return None
     held = ", ".join(sorted(principal.scopes)) or "none"
-    return (f"{tool.name} needs the scope {tool.scope!r}; this caller ({principal.name}) has: {held} "
+    return (f"{what} needs the scope {scope!r}; this caller ({principal.name}) has: {held} "
             "(ask the operator or the token's issuer for it)")
+
+
+def scope_refusal(principal: Principal, tool: Tool) -> str | None:
+    """Why `principal` may not call `tool` at all (None: its scopes allow it)."""
+    return needs(principal, tool.name, tool.scope)
 
 
 def refusal(principal: Principal, tool: Tool, engine: Retriever, request: Request) -> str | None:
     """Why `principal` may not make this call: the scope, then each collection it acts on, by name."""
-    why = scope_refusal(principal, tool)
+    return access_refusal(principal, tool.name, tool.scope, engine, request)
+
+
+def access_refusal(principal: Principal, what: str, scope: str, engine: Retriever, request: Request) -> str | None:
+    """Why `principal` may not make a request of `what` (needing `scope`) on the collections it acts on."""
+    why = needs(principal, what, scope)
     if why is not None:
         return why
-    act = action(tool)
+    act = action(scope)
     denied = [c for c in collections_of(engine, request) if not principal.may(act, c)]
     if denied:
-        return (f"{tool.name}: {principal.name} may not {act} the collection {denied[0]!r} "
-                f"(security.http: its {act} grants)")
+        return f"{what}: {principal.name} may not {act} the collection {denied[0]!r} (security.http: its {act} grants)"
     return None
+
+
+def visible(principal: Principal, payload: Any) -> Any:
+    """A reply that lists collections (`collections`: [{name, ...}], list_collections) lists only those
+    the caller may read: a name it may not read is not told either."""
+    listed = payload.get("collections") if isinstance(payload, dict) else None
+    if principal.unrestricted or not isinstance(listed, list):
+        return payload
+    if not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in listed):
+        return payload
+    return {**payload, "collections": [c for c in listed if principal.may("read", c["name"])]}
 
 
 def listed(principal: Principal, tools: Iterable[Tool]) -> set[str]:
@@ -100,4 +120,5 @@ def counts(payload: Any) -> dict[str, int]:
     return out
 
 
-__all__ = ["action", "audit", "collections_of", "counts", "listed", "refusal", "scope_refusal"]
+__all__ = ["access_refusal", "action", "audit", "collections_of", "counts", "listed", "needs", "refusal", "scope_refusal",
+           "visible"]

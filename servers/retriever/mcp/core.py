@@ -104,12 +104,13 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request,
     replies: list[Any] = []
 
     def noted(payload: dict[str, Any]) -> Any:
+        payload = grants.visible(principal, payload)  # a listing of collections: those it may read
         replies.append(payload)
         return payload if then is None else then(payload)
 
     try:
         with _in_flight(engine.base_config.limits.max_calls_per_caller):
-            out = await _serve_call(engine, tool, request, noted if tool.scope != "read" else then, progress)
+            out = await _serve_call(engine, tool, request, noted, progress)
     except BaseException as e:
         grants.audit(principal, tool, engine, request, "cancelled" if isinstance(e, asyncio.CancelledError) else "failed")
         raise

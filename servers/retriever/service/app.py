@@ -39,7 +39,6 @@ from starlette.routing import BaseRoute, Mount, Route
 from ..api import grants
 from ..api.models import DeploySearchRequest, Request, argument_problems, unreadable_json
 from ..api.registry import BY_NAME, TOOLS
-from ..api.tool import Tool
 from ..errors import (
     ForbiddenError,
     IndexMissingError,
@@ -111,8 +110,8 @@ class Service:
                                          return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
-        if job.future in done:
-            return JSONResponse(job.future.result())  # raises the job's error, answered by _answer
+        if job.future in done:  # result() raises the job's error, answered by _answer
+            return JSONResponse(grants.visible(PRINCIPAL.get(), job.future.result()))
         return self._given_up(job, "disconnected" if gone in done else "timeout")
 
     def _given_up(self, job: Job, reason: str) -> Response:
@@ -145,32 +144,19 @@ def _error(status: int, message: str, retry_after: int | None = None) -> JSONRes
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _denied(engine: Retriever, tool: Tool, request: Request) -> Response | None:
-    """403 where the caller may not make this request (api/grants.py): without the tool's scope, with
-    RFC 6750's insufficient_scope challenge naming it; without a grant on its collection, by name."""
+def _denied(engine: Retriever, what: str, scope: str, request: Request | None = None) -> Response | None:
+    """403 where the caller may not make this request (api/grants.py): without `scope`, with RFC 6750's
+    insufficient_scope challenge naming it; without a grant on the collection it acts on, by name."""
     principal = PRINCIPAL.get()
-    why = grants.refusal(principal, tool, engine, request)
+    why = (grants.needs(principal, what, scope) if request is None
+           else grants.access_refusal(principal, what, scope, engine, request))
     if why is None:
         return None
-    log.info("%s: 403 %s", tool.name, why)
-    return _insufficient(engine, tool.scope, why) if not principal.has(tool.scope) else _error(403, why)
-
-
-def _read_scope(engine: Retriever, route: str) -> Response | None:
-    """403 for a caller without the read scope (/metrics, /openapi.json)."""
-    principal = PRINCIPAL.get()
-    if principal.has("read"):
-        return None
-    return _insufficient(engine, "read", f"{route} needs the scope 'read'; this caller ({principal.name}) has: "
-                                         f"{', '.join(sorted(principal.scopes)) or 'none'}")
-
-
-def _insufficient(engine: Retriever, scope: str, why: str) -> Response:
+    log.info("%s: 403 %s", what, why)
+    if principal.has(scope):
+        return _error(403, why)
     header = challenge(engine.base_config.security.http.oauth, "insufficient_scope", None, scope)
     return JSONResponse({"error": why}, status_code=403, headers={"WWW-Authenticate": header})
-
-
-SEARCH_TOOL = BY_NAME["retriever_search"]  # what /search is, for the grants: a read
 
 
 def _status_of(e: RetrieverError) -> int:
@@ -233,14 +219,14 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
 
     async def search(http: HTTPRequest) -> Response:
         request = (await _request(http, DeploySearchRequest)).as_search()
-        return _denied(engine, SEARCH_TOOL, request) or await service.search(request, http)
+        return _denied(engine, "/search", "read", request) or await service.search(request, http)
 
     async def tool(http: HTTPRequest) -> Response:
         name = http.path_params["name"]
         if name not in READ_TOOLS:
             return _error(404, f"no tool {name!r} here; the read-only tools are: {', '.join(READ_TOOLS)}")
         request = await _request(http, READ_TOOLS[name])
-        return _denied(engine, BY_NAME[name], request) or await service.search(request, http)
+        return _denied(engine, name, BY_NAME[name].scope, request) or await service.search(request, http)
 
     async def healthz(http: HTTPRequest) -> Response:
         return JSONResponse({"status": "alive"})
@@ -267,14 +253,14 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
         return JSONResponse({key: status.get(key) for key in READY_KEYS})  # which indexes, how many documents
 
     async def metrics(http: HTTPRequest) -> Response:
-        refused = _read_scope(engine, "/metrics")
+        refused = _denied(engine, "/metrics", "read")
         if refused is not None:
             return refused
         body, content_type = service.metrics.exposition(http.headers.get("accept"))
         return Response(body, media_type=content_type)
 
     async def spec(http: HTTPRequest) -> Response:
-        return _read_scope(engine, "/openapi.json") or JSONResponse(openapi(list(READ_TOOLS.items())))
+        return _denied(engine, "/openapi.json", "read") or JSONResponse(openapi(list(READ_TOOLS.items())))
 
     routes: list[BaseRoute] = [Route("/search", _answer(service, "/search", search), methods=["POST"]),
               Route("/tools/{name}", _answer(service, "/tools", tool), methods=["POST"]),
