@@ -252,8 +252,8 @@ def test_a_small_search_runs_and_answers_on_the_compute_thread(built_project: Pa
     engine = engine_for(built_project)
     engine.init()
     searched: list[str] = []
-    find = engine.find
-    engine.find = lambda *a, **k: searched.append(threading.current_thread().name) or find(*a, **k)  # type: ignore[method-assign]
+    search = engine.search
+    engine.search = lambda *a, **k: searched.append(threading.current_thread().name) or search(*a, **k)  # type: ignore[method-assign]
 
     class Out:
         def __init__(self) -> None:

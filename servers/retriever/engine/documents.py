@@ -13,11 +13,11 @@ import numpy as np
 
 from ..errors import AlreadyExistsError, IndexMissingError, NotYetSupportedError
 from ..filters import Filter
-from ..filters import parse as parse_filter
 from ..indexes import DocumentStore, View
 from ..indexes.milvus.sparse import RECORD as SPARSE_RECORD
-from ..search import Ranker, learned_sparse, run
+from ..search import learned_sparse, run
 from ..search.kinds import held_search
+from ..search.spec import Spec
 from ..security.limits import caller_progress
 from ..session import Session, bm25_manifest, build_bm25
 from ..store.catalog import remember_corpus
@@ -41,9 +41,8 @@ class Documents(Protocol):
         """The documents of `ids` that exist, by id."""
         ...
 
-    def search(self, s: Session, ranker: Ranker, queries: list[str], k: int, filters: dict[str, Any] | None,
-               scale_score: bool, threshold: float | None) -> Hits:
-        """Per query, its top `k` hits from `ranker` (the kind and its options) among what `filters` leaves."""
+    def search(self, s: Session, spec: Spec) -> Hits:
+        """Per query, its top `spec.k` hits from its ranker (the kind and its options) among what its filter leaves."""
         ...
 
     def rows(self, s: Session, tool: str) -> None:
@@ -99,9 +98,8 @@ class Local:
         c = s.collection
         return {i: c.get(c.row_of[i]) for i in ids if i in c.row_of}
 
-    def search(self, s: Session, ranker: Ranker, queries: list[str], k: int, filters: dict[str, Any] | None,
-               scale_score: bool, threshold: float | None) -> Hits:
-        return run.search(s, ranker, queries, k, filters, scale_score, threshold)
+    def search(self, s: Session, spec: Spec) -> Hits:
+        return run.search(s, spec)
 
     def rows(self, s: Session, tool: str) -> None:
         return None
@@ -148,10 +146,8 @@ class Held:
     def get(self, s: Session, ids: Sequence[str]) -> dict[str, Document]:
         return {d.id: d for d in self.store.get(s.dense, ids)}
 
-    def search(self, s: Session, ranker: Ranker, queries: list[str], k: int, filters: dict[str, Any] | None,
-               scale_score: bool, threshold: float | None) -> Hits:
-        f = None if filters is None else parse_filter(filters)
-        return held_search(s, self.store, ranker, queries, k, f, scale_score, threshold)
+    def search(self, s: Session, spec: Spec) -> Hits:
+        return held_search(s, self.store, spec)
 
     def rows(self, s: Session, tool: str) -> None:
         raise NotYetSupportedError(f"{tool} needs a corpus here, not documents kept in the index backend only: set "

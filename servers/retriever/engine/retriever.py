@@ -33,6 +33,7 @@ from ..search.fanout import fanout
 from ..search.hybrid import hybrid_options
 from ..search.rankers import text_only
 from ..search.results import as_queries, check_top_k, pick, search_groups
+from ..search.spec import Spec
 from ..security.guard import check_client_config, check_path
 from ..session import Session, disk_stamp, open_session, reopen
 from ..store.catalog import recorded_corpus, remember_corpus
@@ -232,10 +233,9 @@ class Retriever:
         call (None: the YAML's); `fusion` (fusion, vector_weight, rrf_k, candidate_depth) sets
         hybrid's options for this call."""
         s = self.searched("search", collection_name)
-        ranker = self._ranker(s, mode, query_instruction, ann, fusion)
-        # searched where the session's documents live (documents.py)
-        return documents_of(s).search(s, ranker, as_queries(query_list), self._k(s, top_k), filters, scale_score,
-                                      score_threshold)
+        spec = Spec(self._ranker(s, mode, query_instruction, ann, fusion), as_queries(query_list), self._k(s, top_k),
+                    None if filters is None else parse_filter(filters), scale_score, score_threshold)
+        return documents_of(s).search(s, spec)  # where the session's documents live (documents.py)
 
     def _ranker(self, s: Session, mode: str, query_instruction: str | None, ann: dict[str, int] | None,
                 fusion: dict[str, Any]) -> Ranker:
@@ -384,12 +384,12 @@ class Retriever:
         (dense, bm25 or hybrid), fused with RRF (k from the YAML) into one ranking per question."""
         s = self.need("retriever_multi_query_search")
         h = hybrid_options(s.config.hybrid, candidate_depth=candidate_depth)
-        ranker = kinds.kind(mode, h, query_instruction, s=s)
+        ranker, f = kinds.kind(mode, h, query_instruction, s=s), None if filters is None else parse_filter(filters)
         if s.held is not None:  # the backend holds the documents: its hits fused by id (search/stored.py)
-            f, held = None if filters is None else parse_filter(filters), s.held
-            return stored.multi_query(lambda qs: kinds.held_search(s, held, ranker, qs, h.candidate_depth, f),
+            held = s.held
+            return stored.multi_query(lambda qs: kinds.held_search(s, held, Spec(ranker, qs, h.candidate_depth, f)),
                                       question_list, self._k(s, top_k), h.rrf_k, scale_score, score_threshold)
-        return run.multi_query(s, ranker, question_list, self._k(s, top_k), h.candidate_depth, h.rrf_k, filters,
+        return run.multi_query(s, ranker, question_list, self._k(s, top_k), h.candidate_depth, h.rrf_k, f,
                                scale_score, score_threshold)
 
     def searched(self, tool: str, collection_name: str | None) -> Session:

@@ -16,13 +16,14 @@ from typing import Any
 from ..config import HybridConfig
 from ..errors import CancelledWork, InvalidInputError, RetrieverError
 from ..filters import parse as parse_filter
-from ..session import Session, candidates
+from ..session import Session
 from ..types import Hit, Hits
 from . import rerank, stored
 from .hybrid import RowRanking, fused, fused_scale
 from .kinds import held_search, kind
 from .results import as_queries
 from .run import hits_of, rankings
+from .spec import Spec
 from .stages import apply, stages
 
 
@@ -33,6 +34,7 @@ def fanout(session_of: Callable[[str], Session], queries: list[str], collections
     """Per query, the fused hits of every collection that answered; and the errors of the others.
     `session_of(name)` opens a collection ("" = the default one)."""
     ranker = kind(mode, h, query_instruction)
+    f = None if filters is None else parse_filter(filters)  # parsed once for every collection
     # equal weights summing to 1, whatever the number of collections
     chain = stages(fused_scale("rrf", [1.0], h.rrf_k) if scale_score else None, score_threshold)
     names = list(dict.fromkeys(as_queries(collections, "collections")))
@@ -43,10 +45,9 @@ def fanout(session_of: Callable[[str], Session], queries: list[str], collections
         try:
             cs = session_of(name)
             if cs.held is not None:  # Milvus is_demo / full_text: hits from the backend (search/stored.py)
-                f = None if filters is None else parse_filter(filters)
-                held[name] = (cs, held_search(cs, cs.held, ranker, queries, h.candidate_depth, f))
+                held[name] = (cs, held_search(cs, cs.held, Spec(ranker, queries, h.candidate_depth, f)))
                 continue
-            ranked = rankings(cs, ranker, queries, h.candidate_depth, candidates(cs, filters))
+            ranked = rankings(cs, ranker, queries, h.candidate_depth, (cs.collection.allowed(f), f))
             answered[name] = (cs, [(r[0], r[1]) for r in ranked])
         except CancelledWork:
             raise

@@ -8,21 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..config import HybridConfig
 from ..errors import InvalidInputError, NotYetSupportedError
-from ..filters import Filter
 from ..indexes import DocumentStore
 from ..session import Session
 from ..types import Hits
 from . import learned_sparse, stored
 from .rankers import BM25, Dense, Hybrid, Ranker
+from .spec import Spec
 
 # the options a call may give a kind besides its queries, filters and scores
 INSTRUCTION, ANN, FUSION = "query_instruction", "ann", "fusion"
 # (the ranker is the kind's own: Dense, Hybrid ...)
-HeldSearch = Callable[[Session, DocumentStore, Any, list[str], int, Filter | None, bool, float | None], Hits]
+HeldSearch = Callable[[Session, DocumentStore, Spec], Hits]
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,6 @@ def kind(mode: str, h: HybridConfig, query_instruction: str | None = None, ann: 
     return k.ranker(h, query_instruction, ann)
 
 
-def held_search(s: Session, store: DocumentStore, ranker: Ranker, queries: list[str], k: int, f: Filter | None,
-                scale_score: bool = False, threshold: float | None = None) -> Hits:
-    """Per query, the backend's top `k` hits of `ranker`'s kind, where the backend holds the documents."""
-    return of(ranker.name).held(s, store, ranker, queries, k, f, scale_score, threshold)
+def held_search(s: Session, store: DocumentStore, spec: Spec) -> Hits:
+    """Per query, the backend's top `spec.k` hits of its ranker's kind, where the backend holds the documents."""
+    return of(spec.ranker.name).held(s, store, spec)

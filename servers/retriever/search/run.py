@@ -1,18 +1,20 @@
-"""A search: a ranker (search/rankers.py) over the candidates a filter leaves, a chunk of queries
-at a time within the call's limits, then the hits through the result stages."""
+"""A search of a local collection: a spec's ranker (search/rankers.py) over the candidates its filter
+leaves, through the stages every search shares (spec.py); multi-query over rows."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from ..filters import Filter
 from ..security.limits import chunked
-from ..session import Allowed, Session, candidates
+from ..session import Allowed, Session
 from ..types import Hit, Hits
 from . import rerank
 from .hybrid import Fused, fused_rows, fused_scale
 from .rankers import Ranker
 from .results import as_groups, build_hits, search_groups
+from .spec import Spec, staged
 from .stages import apply, stages
 
 
@@ -23,20 +25,11 @@ def hits_of(s: Session, ranked: Sequence[Fused]) -> Hits:
                       sources=None if all(x is None for x in sources) else sources)
 
 
-def search(s: Session, ranker: Ranker, queries: list[str], k: int, filters: dict[str, Any] | None = None,
-           scale_score: bool = False, score_threshold: float | None = None) -> Hits:
-    """Per query, its top `k` hits from `ranker` among the documents `filters` leaves."""
-    allowed = candidates(s, filters)
-    reranking = rerank.plan(s.config.rerank, s.config.is_multimodal)  # the cross-encoder stage (rerank.py)
-    depth = k if reranking is None else reranking.retrieve(k)
-    # reranked scores are the cross-encoder's own: scale_score leaves them as they are
-    chain = stages(ranker.scale(s) if scale_score and reranking is None else None, score_threshold)
-
-    def one(chunk: list[str]) -> Hits:
-        hits = hits_of(s, ranker.rank(s, chunk, depth, allowed))
-        return apply(hits if reranking is None else reranking.apply(chunk, hits, k), chain)
-
-    return chunked(one, queries, s.config.limits, ranker.depth(depth))
+def search(s: Session, spec: Spec) -> Hits:
+    """Per query, its top `spec.k` hits from its ranker among the live documents its filter leaves."""
+    allowed: Allowed = (s.collection.allowed(spec.filter), spec.filter)
+    return staged(s, spec, lambda: spec.ranker.scale(s),
+                  lambda chunk, depth: hits_of(s, spec.ranker.rank(s, chunk, depth, allowed)))
 
 
 def rankings(s: Session, ranker: Ranker, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
@@ -45,11 +38,11 @@ def rankings(s: Session, ranker: Ranker, queries: list[str], depth: int, allowed
 
 
 def multi_query(s: Session, ranker: Ranker, question_list: Any, k: int, depth: int, rrf_k: float,
-                filters: dict[str, Any] | None = None, scale_score: bool = False,
+                f: Filter | None = None, scale_score: bool = False,
                 score_threshold: float | None = None) -> list[list[Hit]]:
     """Several phrasings per question, each ranked `depth` deep, fused with RRF into one ranking
     per question. The phrasings' rankings stay rows and scores until the fused top k."""
-    allowed = candidates(s, filters)
+    allowed: Allowed = (s.collection.allowed(f), f)
 
     def ranked(queries: list[str]) -> list[Fused]:
         return rankings(s, ranker, queries, depth, allowed)

@@ -19,63 +19,50 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from .. import compute
 from ..config import HybridConfig
 from ..embedders import Embedder
 from ..errors import NotYetSupportedError
-from ..filters import Filter
 from ..indexes import DocumentStore
-from ..security.limits import chunked
 from ..session import Session
 from ..types import Hit, Hits
-from . import learned_sparse, rerank, signals
+from . import learned_sparse, signals
 from .fusion import SCALERS
 from .hybrid import fused, fused_hits, fused_scale
-from .rankers import Dense, Hybrid, Ranker, text_only
+from .rankers import Dense, Hybrid, text_only
 from .results import as_groups, pick
+from .spec import Spec, staged
 from .stages import apply, stages
 
 AUTO_VECTOR_WEIGHT = 0.5  # vector_weight null in this mode (no local calibration)
 
 
-def dense(s: Session, store: DocumentStore, ranker: Dense, queries: list[str], k: int, f: Filter | None,
-          scale_score: bool, threshold: float | None) -> Hits:
-    """Dense hits from the backend, `k` per query."""
-    embedder = _embedder(s, "dense search")
-    reranking = rerank.plan(s.config.rerank, s.config.is_multimodal)  # the cross-encoder stage (rerank.py)
-    depth = k if reranking is None else reranking.retrieve(k)
-    chain = stages(ranker.scale(s) if scale_score and reranking is None else None, threshold)
+def dense(s: Session, store: DocumentStore, spec: Spec) -> Hits:
+    """Dense hits from the backend, `spec.k` per query."""
+    embedder, ranker = _embedder(s, "dense search"), cast(Dense, spec.ranker)
 
-    def one(chunk: list[str]) -> Hits:
+    def rank(chunk: list[str], depth: int) -> Hits:
         vectors = embedder.encode_queries(chunk, pick(ranker.query_instruction, s.config.query_instruction))
-        return apply(rerank.after(reranking, chunk, store.hits(s.dense, vectors, depth, f, ranker.ann), k), chain)
+        return store.hits(s.dense, vectors, depth, spec.filter, ranker.ann)
 
-    return chunked(one, queries, s.config.limits, depth)
+    return staged(s, spec, lambda: ranker.scale(s), rank)
 
 
-def bm25(s: Session, store: DocumentStore, ranker: Ranker, queries: list[str], k: int, f: Filter | None,
-         scale_score: bool, threshold: float | None) -> Hits:
-    """BM25 hits ranked by the backend, `k` per query."""
+def bm25(s: Session, store: DocumentStore, spec: Spec) -> Hits:
+    """BM25 hits ranked by the backend, `spec.k` per query."""
     text_only(s, "BM25 search")
-    reranking = rerank.plan(s.config.rerank)  # the cross-encoder stage (rerank.py): scores its own, unscaled
-    depth = k if reranking is None else reranking.retrieve(k)
-    chain = stages(SCALERS["bm25"] if scale_score and reranking is None else None, threshold)
-    return chunked(lambda qs: apply(rerank.after(reranking, qs, store.text_hits(s.dense, qs, depth, f), k),
-                                    chain), queries, s.config.limits, depth)
+    return staged(s, spec, lambda: SCALERS["bm25"],
+                  lambda chunk, depth: store.text_hits(s.dense, chunk, depth, spec.filter))
 
 
-def sparse(s: Session, store: DocumentStore, ranker: Ranker, queries: list[str], k: int, f: Filter | None,
-           scale_score: bool, threshold: float | None) -> Hits:
+def sparse(s: Session, store: DocumentStore, spec: Spec) -> Hits:
     """Learned-sparse hits ranked by the backend (a collection made with parameter.yaml's sparse
-    model: indexes/milvus/sparse.py), `k` per query."""
+    model: indexes/milvus/sparse.py), `spec.k` per query."""
     model = _sparse_model(s)
-    reranking = rerank.plan(s.config.rerank)  # the cross-encoder stage (rerank.py): scores its own, unscaled
-    depth = k if reranking is None else reranking.retrieve(k)
-    chain = stages(learned_sparse.Sparse().scale(s) if scale_score and reranking is None else None, threshold)
-    return chunked(lambda qs: apply(rerank.after(reranking, qs, store.sparse_hits(s.dense, model, qs, depth, f), k),
-                                    chain), queries, s.config.limits, depth)
+    return staged(s, spec, lambda: learned_sparse.Sparse().scale(s),
+                  lambda chunk, depth: store.sparse_hits(s.dense, model, chunk, depth, spec.filter))
 
 
 def _sparse_model(s: Session) -> learned_sparse.SparseModel:
@@ -90,28 +77,24 @@ def weights(h: HybridConfig) -> list[float]:
     return [vw, 1.0 - vw]
 
 
-def hybrid(s: Session, store: DocumentStore, ranker: Hybrid, queries: list[str], k: int, f: Filter | None,
-           scale_score: bool, threshold: float | None) -> Hits:
+def hybrid(s: Session, store: DocumentStore, spec: Spec) -> Hits:
     """Dense and BM25 hits from the backend, each `candidate_depth` deep, fused per query; with a
     sparse model and `sparse.hybrid`, the backend's learned-sparse hits beside them (BM25's prior
     shared half and half) or in BM25's place, as search/learned_sparse.hybrid_lists does locally."""
-    embedder = _embedder(s, "hybrid search")
+    embedder, ranker = _embedder(s, "hybrid search"), cast(Hybrid, spec.ranker)
     text_only(s, "hybrid search")
-    h = ranker.options
+    h, f = ranker.options, spec.filter
     w = weights(h)
     where = s.config.sparse.hybrid if s.config.sparse.model_name_or_path else "off"
     model = _sparse_model(s) if where != "off" else None
     if where == "fused":
         w = [w[0], w[1] / 2, w[1] / 2]
-    reranking = rerank.plan(s.config.rerank)  # the cross-encoder stage (rerank.py): scores its own, unscaled
-    top = k if reranking is None else reranking.retrieve(k)
-    chain = stages(fused_scale(h.fusion, w, h.rrf_k) if scale_score and reranking is None else None, threshold)
     normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
     # the query gate, as locally (signals.py): needs BM25's bound, which Milvus gives with the bm25s analyzer
     gate = (signals.gate_for(str(s.config.paths().bm25))
             if h.query_gate and h.fusion == "adaptive" and normalized and where != "instead_of_bm25" else None)
 
-    def one(chunk: list[str]) -> Hits:
+    def rank(chunk: list[str], top: int) -> Hits:
         vectors = embedder.encode_queries(chunk, pick(ranker.query_instruction, s.config.query_instruction))
         dense = compute.submit(store.hits, s.dense, vectors, h.candidate_depth, f, ranker.ann)
         text = store.text_hits(s.dense, chunk, h.candidate_depth, f) if where != "instead_of_bm25" else None
@@ -128,9 +111,9 @@ def hybrid(s: Session, store: DocumentStore, ranker: Hybrid, queries: list[str],
             leaned = (gate.weigh(w, *signals.hits_as_rows(d, lists["bm25"]), bound)
                       if gate is not None and bound is not None else None)
             fused.append(fused_hits(lists, h.fusion, leaned or w, h.rrf_k, top, scales))
-        return apply(rerank.after(reranking, chunk, fused, k), chain)
+        return fused
 
-    return chunked(one, queries, s.config.limits, max(top, h.candidate_depth))
+    return staged(s, spec, lambda: fused_scale(h.fusion, w, h.rrf_k), rank)
 
 
 def _embedder(s: Session, what: str) -> Embedder:
