@@ -21,6 +21,7 @@ from .filters import Filter
 from .filters import parse as parse_filter
 from .indexes import DocumentStore, VectorBackend, VectorIndex, View, backend_for
 from .indexes.bm25 import BM25Index
+from .security import visibility
 from .store.collection import ChangeLog, Collection
 from .store.corpus import DocStore
 from .store.manifests import corpus_manifest
@@ -176,9 +177,14 @@ def released(s: Session, texts: Iterator[str], every: int = 50_000) -> Iterator[
 
 
 def candidates(s: Session, filters: dict[str, Any] | None) -> Allowed:
-    """The candidate rows (live, passing the filter; None: every row) and the parsed filter."""
-    f = None if filters is None else parse_filter(filters)
-    return s.collection.allowed(f), f
+    """The candidate rows (live, passing the filter, seen by the caller; None: every row) and the parsed filter."""
+    return candidate_rows(s, None if filters is None else parse_filter(filters))
+
+
+def candidate_rows(s: Session, f: Filter | None) -> Allowed:
+    """The candidate rows of a search of a local collection: live, passing `f`, and only those the
+    caller sees where security.visibility is on (security/visibility.py); None: every row."""
+    return s.collection.allowed(f, visibility.rule(s.config)), f
 
 
 def reopen(s: Session, tries: int = 3) -> Session:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError
 from ..search import deployed, rerank
+from ..security import visibility
 from ..security.limits import caller_progress, check_count
 from ..types import Hits, Payload
 from . import llm_calls
@@ -105,6 +106,9 @@ def ingest(engine: Retriever, r: IngestRequest) -> Payload:
     source = r.source_id or _path_id(engine, r.path, path)
     if path.is_dir():
         from ..config import SourceConfig
+
+        visibility.refuse(engine.config, "retriever_ingest of a folder", "a folder's files carry no visibility field of "
+                                                                         "this call")
 
         if r.metadata:
             raise InvalidInputError("retriever_ingest: metadata is for one file; a folder's files carry their own")
@@ -229,7 +233,8 @@ def windowed(engine: Retriever, r: Any, hits: Hits) -> Hits:
 
     collection_name = getattr(r, "collection_name", None)
     if r.auto_merge is not None:
-        hits = auto_merge(engine.searched("auto_merge", collection_name).collection, hits, r.auto_merge)
+        s = engine.searched("auto_merge", collection_name)
+        hits = auto_merge(s.collection, hits, r.auto_merge, visibility.rule(s.config))  # a hidden parent stays out
     return with_windows(engine.fetcher("window", collection_name), hits, r.window) if r.window else hits
 
 
@@ -244,7 +249,7 @@ def hits_reply(engine: Retriever, r: SearchRequest | BM25SearchRequest, hits: Hi
 def filter_warnings(engine: Retriever, collection: str | None, filters: dict[str, Any] | None) -> list[str]:
     """Why a filter cannot match in the searched collection; a warning, not an error (a real "no
     match" stays possible)."""
-    if filters is None:
+    if filters is None or visibility.rule(engine.config) is not None:  # a field only hidden documents have stays untold
         return []
     return engine.searched("search", collection).collection.field_warnings(filters)
 

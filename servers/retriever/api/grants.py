@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..config.access import DEFAULT_COLLECTION
+from ..security import visibility
 from ..security.principals import Action, Principal
 from .models import Request
 from .tool import Tool
@@ -75,7 +76,23 @@ def access_refusal(principal: Principal, what: str, scope: str, engine: Retrieve
     denied = [c for c in collections_of(engine, request) if not principal.may(act, c)]
     if denied:
         return f"{what}: {principal.name} may not {act} the collection {denied[0]!r} (security.http: its {act} grants)"
-    return None
+    return unseeing(principal, what, engine)
+
+
+# Tools that cannot apply document visibility, refused to a caller that sees only some documents
+UNSEEING = {
+    "retriever_graph_search": "its graph's triples come from every document",
+    "retriever_extract_triples": "it reads documents into a graph every caller's graph search walks",
+    "retriever_deploy_search": "the deployed retriever answers as this server's operator",
+}
+
+
+def unseeing(principal: Principal, what: str, engine: Retriever) -> str | None:
+    """Why `what` is refused to `principal` under security.visibility (None: it is not, or visibility is off)."""
+    if what not in UNSEEING or visibility.rule(engine.config, principal) is None:
+        return None
+    return (f"{what}: security.visibility is on and this caller ({principal.name}) sees only some documents; "
+            f"{UNSEEING[what]}, so it is refused (a principal with the admin scope may call it)")
 
 
 def visible(principal: Principal, payload: Any) -> Any:
@@ -121,4 +138,4 @@ def counts(payload: Any) -> dict[str, int]:
 
 
 __all__ = ["access_refusal", "action", "audit", "collections_of", "counts", "listed", "needs", "refusal", "scope_refusal",
-           "visible"]
+           "unseeing", "visible"]

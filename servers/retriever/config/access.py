@@ -20,6 +20,7 @@ Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256
 DEFAULT_COLLECTION = "default"  # how a grant names the default collection (collection_name "")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 PATTERN = re.compile(r"[A-Za-z0-9_*?]{1,255}")
+FIELD = re.compile(r"[A-Za-z0-9_-]{1,128}")
 NAME = re.compile(r"[A-Za-z0-9_.@:-]{1,128}")
 
 
@@ -38,6 +39,12 @@ def _sha256(value: str) -> str:
 def _name(value: str) -> str:
     if not NAME.fullmatch(value):
         raise ValueError("a principal's name uses letters, digits and _ . @ : - (at most 128)")
+    return value
+
+
+def _field(value: str) -> str:
+    if not FIELD.fullmatch(value):
+        raise ValueError("security.visibility.field: a top-level metadata key (letters, digits, _ and -), e.g. acl")
     return value
 
 
@@ -113,6 +120,15 @@ class OAuthConfig(Section):
         return value
 
 
+class VisibilityConfig(Section):
+    """Document-level visibility (security/visibility.py): the metadata field naming who may see a
+    document, and what a document without it is. The operator and principals with the admin scope see
+    every document."""
+
+    field: Annotated[str, AfterValidator(_field)]  # e.g. acl: a group name or a list of them; "*": everyone
+    missing: Literal["hidden", "public"] = "hidden"  # a document without the field (or with a value not a name)
+
+
 def check_principals(principals: list[PrincipalConfig]) -> None:
     """Names are unique, and a token hash belongs to one principal."""
     seen: set[str] = set()
@@ -129,4 +145,4 @@ def check_principals(principals: list[PrincipalConfig]) -> None:
 
 
 __all__ = ["DEFAULT_COLLECTION", "SCOPES", "Algorithm", "Grant", "OAuthConfig", "PrincipalConfig", "Scope",
-           "check_principals"]
+           "VisibilityConfig", "check_principals"]

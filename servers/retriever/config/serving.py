@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
-from .access import OAuthConfig, PrincipalConfig, check_principals
+from .access import OAuthConfig, PrincipalConfig, VisibilityConfig, check_principals
 from .base import ResolvedPath, Section
 
 
@@ -46,6 +46,8 @@ class SecurityConfig(Section):
     allowed_models: list[str] = []
     read_only: bool = False  # true: the write tools (embed, index, add, delete, ...) are not served
     http: HTTPSecurity = HTTPSecurity()
+    # who may see which document (a metadata field of group names); off (None): every caller sees every document
+    visibility: VisibilityConfig | None = None
 
 
 class ReplyConfig(Section):

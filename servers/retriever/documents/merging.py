@@ -5,11 +5,14 @@ and with its score; repeated up the hierarchy until nothing merges. Parents are 
 
 from __future__ import annotations
 
+from ..security.visibility import Rule
 from ..store.collection import Collection
 from ..types import Hit
 
 
-def merge_once(collection: Collection, hits: list[Hit], threshold: float) -> tuple[list[Hit], bool]:
+def merge_once(collection: Collection, hits: list[Hit], threshold: float,
+               rule: Rule | None = None) -> tuple[list[Hit], bool]:
+    """One round of merging; a parent `rule` (the caller's, security/visibility.py) does not see stays out."""
     groups: dict[str, list[Hit]] = {}
     for h in hits:
         parent = h.metadata.get("parent_id")
@@ -21,6 +24,8 @@ def merge_once(collection: Collection, hits: list[Hit], threshold: float) -> tup
         if row is None:
             continue
         parent = collection.get(row)
+        if rule is not None and not rule.sees(parent.metadata):
+            continue
         total = len(parent.metadata.get("children_ids") or ())
         if total and len(children) / total > threshold:
             merged[parent_id] = Hit(row, parent_id, parent.text, max(c.score for c in children),
@@ -40,11 +45,12 @@ def merge_once(collection: Collection, hits: list[Hit], threshold: float) -> tup
     return out, True
 
 
-def auto_merge(collection: Collection, results: list[list[Hit]], threshold: float) -> list[list[Hit]]:
+def auto_merge(collection: Collection, results: list[list[Hit]], threshold: float,
+               rule: Rule | None = None) -> list[list[Hit]]:
     out = []
     for hits in results:
         changed = True
         while changed:
-            hits, changed = merge_once(collection, hits, threshold)
+            hits, changed = merge_once(collection, hits, threshold, rule)
         out.append(hits)
     return out

@@ -11,13 +11,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import AlreadyExistsError, IndexMissingError, NotYetSupportedError
+from ..errors import AlreadyExistsError, ForbiddenError, IndexMissingError, NotYetSupportedError
 from ..filters import Filter
 from ..indexes import DocumentStore, View
 from ..indexes.milvus.sparse import RECORD as SPARSE_RECORD
 from ..search import learned_sparse, run
-from ..search.kinds import held_search
+from ..search.kinds import held_search, refuse_held
 from ..search.spec import Spec
+from ..security import visibility
 from ..security.limits import caller_progress
 from ..session import Session, bm25_manifest, build_bm25
 from ..store.catalog import remember_corpus
@@ -80,23 +81,29 @@ class Local:
     """The corpus file and the change log hold the documents; the indexes follow the log (changes.py)."""
 
     def add(self, s: Session, docs: Sequence[Document], progress: bool) -> tuple[Session, Report]:
+        _may_write(s, docs)
         vectors = embedded(s, [d.text for d in docs]) if s.embedder is not None else None
         replaced = sum(d.id in s.collection.row_of for d in docs)
         model = s.embedder.model_id if s.embedder is not None else None
         nxt = changes.commit(s, s.collection.with_added(docs, vectors, model), progress)
-        return nxt, {"added": len(docs) - replaced, "replaced": replaced, "documents": len(nxt.collection)}
+        return nxt, {"added": len(docs) - replaced, "replaced": replaced,
+                     "documents": _count(nxt, visibility.rule(s.config))}
 
     def delete(self, s: Session, ids: Sequence[str], f: Filter | None, progress: bool) -> tuple[Session, Report]:
-        rows = {s.collection.row_of[i] for i in ids if i in s.collection.row_of}
+        c, rule = s.collection, visibility.rule(s.config)
+        seen = c.live if rule is None else c.visible(rule)  # a document the caller cannot see is not found
+        rows = {c.row_of[i] for i in ids if i in c.row_of and seen[c.row_of[i]]}
         if f is not None:
-            rows.update(np.flatnonzero(s.collection.mask(f)).tolist())
-        nxt = changes.commit(s, s.collection.with_deleted(rows), progress) if rows else s
-        return nxt, {"deleted": len(rows), "not_found": [i for i in ids if i not in s.collection.row_of],
-                     "documents": len(nxt.collection)}
+            rows.update(np.flatnonzero(c.mask(f) & seen).tolist())
+        nxt = changes.commit(s, c.with_deleted(rows), progress) if rows else s
+        return nxt, {"deleted": len(rows), "not_found": [i for i in ids if i not in c.row_of or not seen[c.row_of[i]]],
+                     "documents": _count(nxt, rule)}
 
     def get(self, s: Session, ids: Sequence[str]) -> dict[str, Document]:
-        c = s.collection
-        return {i: c.get(c.row_of[i]) for i in ids if i in c.row_of}
+        """The documents of `ids` the caller sees: a hidden one is as missing (security/visibility.py)."""
+        c, rule = s.collection, visibility.rule(s.config)
+        found = {i: c.get(c.row_of[i]) for i in ids if i in c.row_of}
+        return found if rule is None else {i: d for i, d in found.items() if rule.sees(d.metadata)}
 
     def search(self, s: Session, spec: Spec) -> Hits:
         return run.search(s, spec)
@@ -131,6 +138,7 @@ class Held:
         self.store = store
 
     def add(self, s: Session, docs: Sequence[Document], progress: bool) -> tuple[Session, Report]:
+        refuse_held(s, "retriever_add")
         if s.embedder is None:
             raise NotYetSupportedError("the index backend holds the documents and their vectors: use an embedding "
                                        "backend, not 'bm25'")
@@ -140,10 +148,12 @@ class Held:
         return replace(s, dense=index), {"added": len(docs) - replaced, "replaced": replaced, "documents": len(index)}
 
     def delete(self, s: Session, ids: Sequence[str], f: Filter | None, progress: bool) -> tuple[Session, Report]:
+        refuse_held(s, "retriever_delete")
         deleted, not_found = self.store.delete(s.dense, ids, f)
         return s, {"deleted": deleted, "not_found": not_found, "documents": len(s.dense) if s.dense else 0}
 
     def get(self, s: Session, ids: Sequence[str]) -> dict[str, Document]:
+        refuse_held(s, "reading documents by id")
         return {d.id: d for d in self.store.get(s.dense, ids)}
 
     def search(self, s: Session, spec: Spec) -> Hits:
@@ -165,6 +175,24 @@ class Held:
                                        "is_demo: false to keep a corpus here")
         return s, {"collection": s.config.collection_name or "default", "full_text": True, "documents": held,
                    "lang": s.config.backend_configs.bm25.lang}
+
+
+def _may_write(s: Session, docs: Sequence[Document]) -> None:
+    """A caller that sees only some documents writes what its groups may see, and replaces none it cannot see."""
+    rule = visibility.rule(s.config)
+    if rule is None:
+        return
+    visibility.check_written(s.config, (d.metadata for d in docs), "writing documents")
+    c = s.collection
+    seen = c.visible(rule)
+    if any(d.id in c.row_of and not seen[c.row_of[d.id]] for d in docs):
+        raise ForbiddenError(f"writing documents: an id of this call names a document this caller ({rule.name}) may "
+                             "not replace (security.visibility); choose other ids")
+
+
+def _count(s: Session, rule: visibility.Rule | None) -> int:
+    """The documents a reply tells of: those the caller sees."""
+    return len(s.collection) if rule is None else int(s.collection.visible(rule).sum())
 
 
 def held_sparse_index(s: Session) -> Report:

@@ -34,6 +34,7 @@ from ..search.hybrid import hybrid_options
 from ..search.rankers import text_only
 from ..search.results import as_queries, check_top_k, pick, search_groups
 from ..search.spec import Spec
+from ..security import visibility
 from ..security.guard import check_client_config, check_path
 from ..session import Session, disk_stamp, open_session, reopen
 from ..store.catalog import recorded_corpus, remember_corpus
@@ -355,7 +356,11 @@ class Retriever:
 
     def list_collections(self) -> dict[str, Any]:
         """Every collection of the configured store: its documents, model, dimension, indexes."""
-        return {"collections": listed(self.config)}
+        found = listed(self.config)
+        if visibility.rule(self.config) is not None:  # a caller that sees only some documents: no counts
+            found = [{k: v for k, v in c.items() if k == "dimension" or isinstance(v, bool) or not isinstance(v, int)}
+                     | {"documents": None} for c in found]
+        return {"collections": found}
 
     # ---- hybrid, multi-query, fan-out (search/) ----------------------------------------------
 

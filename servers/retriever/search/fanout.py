@@ -16,7 +16,7 @@ from typing import Any
 from ..config import HybridConfig
 from ..errors import CancelledWork, InvalidInputError, RetrieverError
 from ..filters import parse as parse_filter
-from ..session import Session
+from ..session import Session, candidate_rows
 from ..types import Hit, Hits
 from . import rerank, stored
 from .hybrid import RowRanking, fused, fused_scale
@@ -47,7 +47,7 @@ def fanout(session_of: Callable[[str], Session], queries: list[str], collections
             if cs.held is not None:  # Milvus is_demo / full_text: hits from the backend (search/stored.py)
                 held[name] = (cs, held_search(cs, cs.held, Spec(ranker, queries, h.candidate_depth, f)))
                 continue
-            ranked = rankings(cs, ranker, queries, h.candidate_depth, (cs.collection.allowed(f), f))
+            ranked = rankings(cs, ranker, queries, h.candidate_depth, candidate_rows(cs, f))
             answered[name] = (cs, [(r[0], r[1]) for r in ranked])
         except CancelledWork:
             raise

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..filters import Filter
 from ..security.limits import chunked
-from ..session import Allowed, Session
+from ..session import Allowed, Session, candidate_rows
 from ..types import Hit, Hits
 from . import rerank
 from .hybrid import Fused, fused_rows, fused_scale
@@ -27,7 +27,7 @@ def hits_of(s: Session, ranked: Sequence[Fused]) -> Hits:
 
 def search(s: Session, spec: Spec) -> Hits:
     """Per query, its top `spec.k` hits from its ranker among the live documents its filter leaves."""
-    allowed: Allowed = (s.collection.allowed(spec.filter), spec.filter)
+    allowed = candidate_rows(s, spec.filter)  # the rows the caller may see only (security/visibility.py)
     return staged(s, spec, lambda: spec.ranker.scale(s),
                   lambda chunk, depth: hits_of(s, spec.ranker.rank(s, chunk, depth, allowed)))
 
@@ -42,7 +42,7 @@ def multi_query(s: Session, ranker: Ranker, question_list: Any, k: int, depth: i
                 score_threshold: float | None = None) -> list[list[Hit]]:
     """Several phrasings per question, each ranked `depth` deep, fused with RRF into one ranking
     per question. The phrasings' rankings stay rows and scores until the fused top k."""
-    allowed: Allowed = (s.collection.allowed(f), f)
+    allowed = candidate_rows(s, f)
 
     def ranked(queries: list[str]) -> list[Fused]:
         return rankings(s, ranker, queries, depth, allowed)

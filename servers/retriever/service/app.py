@@ -250,7 +250,10 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
             reported[0] = problem
         if problem is not None:
             return _error(503, f"not ready: {problem}", retry_after=1)
-        return JSONResponse({key: status.get(key) for key in READY_KEYS})  # which indexes, how many documents
+        ready = {key: status.get(key) for key in READY_KEYS}  # which indexes, how many documents
+        if engine.config.security.visibility is not None:  # counts would tell of hidden documents: which indexes only
+            ready = {k: v is not None if k in ("dense_index", "bm25_index") else v for k, v in ready.items()}
+        return JSONResponse(ready)
 
     async def metrics(http: HTTPRequest) -> Response:
         refused = _denied(engine, "/metrics", "read")

@@ -42,6 +42,7 @@ from ..config import DeployConfig
 from ..search.results import as_queries, regroup
 from ..security.guard import FROM_CLIENT
 from ..security.limits import BETWEEN, CANCEL, check_limits
+from ..security.principals import OPERATOR, PRINCIPAL, Principal
 from ..types import Hit, Payload
 from .metrics import Metrics
 
@@ -64,6 +65,7 @@ class Job:
     future: asyncio.Future[Payload] = field(repr=False)
     cancel: threading.Event = field(default_factory=threading.Event, repr=False)  # set when its caller left
     caller: str = ""  # compute.CALLER of the request: what it searches runs as that caller
+    principal: Principal = OPERATOR  # who asked (principals.PRINCIPAL): what it searches sees only its documents
     done: int = 0  # a request cut into pieces: queries searched so far
     hits: list[list[Hit]] = field(default_factory=list, repr=False)  # and their hits
 
@@ -111,7 +113,8 @@ class Batcher:
         key = merge_key(request)
         key = None if key is None else f"{caller}:{key}"  # two callers' queries are never one search
         queries = as_queries(request.query_list) if isinstance(request, BM25SearchRequest) else []
-        job = Job(request, key, queries, asyncio.get_running_loop().create_future(), caller=caller)
+        job = Job(request, key, queries, asyncio.get_running_loop().create_future(), caller=caller,
+                  principal=PRINCIPAL.get())
         self._jobs.append(job)
         self._wake.set()
         self._arrived.set()
@@ -211,6 +214,7 @@ class Batcher:
         cancel event as limits.CANCEL, so a caller who left stops it at its next chunk."""
         first = jobs[0].request
         CALLER.set(jobs[0].caller)  # this thread's context is the batch's own (run: ctx.run per batch)
+        PRINCIPAL.set(jobs[0].principal)  # security.visibility: the batch sees what its caller sees (one principal)
         if len(jobs) == 1:
             token = CANCEL.set(jobs[0].cancel)
             # a whole call (one that cannot be cut into pieces): other callers go between its chunks

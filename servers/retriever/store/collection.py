@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import CorpusError, InvalidInputError
 from ..filters import Filter, field_types, matches, type_warnings
+from ..security.visibility import Rule
 from ..types import Document
 from .corpus import DocStore, Record, cancellable, check_image, parse_record
 from .persist import check_manifest, publish, read_manifest
@@ -83,6 +84,7 @@ class Collection:
         self.live = np.ones(len(self.ids), dtype=bool)
         self.live[changes.deleted] = False
         self.all_live = not len(changes.deleted)
+        self._visible: dict[tuple[str, str, frozenset[str]], np.ndarray] = {}  # per rule (security/visibility.py)
 
     def __len__(self) -> int:
         """Live documents."""
@@ -138,11 +140,26 @@ class Collection:
         types = {k: set(v) for k, v in (self.base.field_types() if self.base is not None else {}).items()}
         return type_warnings(spec, field_types((d.metadata for d in self.changes.docs), types))
 
-    def allowed(self, f: Filter | None) -> np.ndarray | None:
-        """The candidate rows of a search: None when every row may be returned."""
-        if f is None:
-            return None if self.all_live else self.live
-        return self.mask(f)
+    def allowed(self, f: Filter | None, rule: Rule | None = None) -> np.ndarray | None:
+        """The candidate rows of a search: None when every row may be returned. With `rule` (a caller
+        that sees only some documents), only the rows it sees: a hidden row never reaches a ranking."""
+        rows = (None if self.all_live else self.live) if f is None else self.mask(f)
+        if rule is None:
+            return rows
+        seen = self.visible(rule)
+        return seen if rows is None else rows & seen
+
+    def visible(self, rule: Rule) -> np.ndarray:
+        """Live rows `rule` sees, kept per rule (a collection is one generation: a write makes a new one)."""
+        cached = self._visible.get(rule.key)
+        if cached is None:
+            seen = np.fromiter((rule.sees(self.get(row).metadata) for row in cancellable(self.rows)), dtype=bool,
+                               count=self.rows)
+            cached = seen & self.live
+            if len(self._visible) >= 64:  # groups of many callers: the oldest dropped
+                self._visible.pop(next(iter(self._visible)))
+            self._visible[rule.key] = cached
+        return cached
 
     def info(self) -> dict[str, Any]:
         out: dict[str, Any] = self.base.info() if self.base is not None else {"path": None}
