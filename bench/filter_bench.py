@@ -23,7 +23,7 @@ from retriever.config import BM25Config
 from retriever.filters import parse
 from retriever.indexes.bm25 import BM25Index
 from retriever.indexes.faiss.index import FaissIndex
-from retriever.store.corpus import DocStore
+from retriever.store.corpus import CorpusFile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,7 +51,7 @@ def ms(fn, items) -> list[float]:
 
 def main() -> None:
     _, _, docs, queries = embed()
-    store = DocStore.open(bucket_corpus())
+    store = CorpusFile.open(bucket_corpus())
     query_texts = [json.loads(line)["text"] for line in (SCIFACT / "queries.jsonl").open()][:300]
     faiss = FaissIndex.build(docs, 10000)
     bm25 = BM25Index.build(store.texts(), BM25Config(), show_progress=False)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from retriever.errors import CorpusError
-from retriever.store.corpus import DocStore
+from retriever.store.corpus import CorpusFile
 
 
 def corpus(tmp_path: Path, lines: list[str]) -> Path:
@@ -25,7 +25,7 @@ def test_ultrarag_and_beir_records_with_metadata(tmp_path: Path) -> None:
         json.dumps({"_id": "t", "title": "", "text": "only text"}),
         json.dumps({"contents": "no id: the row is the id"}),
     ])
-    docs = DocStore.open(path)
+    docs = CorpusFile.open(path)
     assert docs.ids == ["a", "7", "t", "3"]
     assert docs.get(0).text == "first passage" and docs.get(0).metadata == {"year": 2020}
     assert docs.get(1).text == "A title the body" and docs.get(1).metadata == {"metadata": {"k": 1}}
@@ -35,8 +35,8 @@ def test_ultrarag_and_beir_records_with_metadata(tmp_path: Path) -> None:
 
 
 def test_fingerprint_changes_with_content(tmp_path: Path) -> None:
-    a = DocStore.open(corpus(tmp_path, [json.dumps({"id": "a", "contents": "x"})])).fingerprint
-    b = DocStore.open(corpus(tmp_path, [json.dumps({"id": "a", "contents": "y"})])).fingerprint
+    a = CorpusFile.open(corpus(tmp_path, [json.dumps({"id": "a", "contents": "x"})])).fingerprint
+    b = CorpusFile.open(corpus(tmp_path, [json.dumps({"id": "a", "contents": "y"})])).fingerprint
     assert a != b
 
 
@@ -57,12 +57,12 @@ def test_fingerprint_changes_with_content(tmp_path: Path) -> None:
 )
 def test_bad_corpus_is_named_by_file_and_line(tmp_path: Path, lines: list[str], message: str) -> None:
     with pytest.raises(CorpusError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
-        DocStore.open(corpus(tmp_path, lines))
+        CorpusFile.open(corpus(tmp_path, lines))
 
 
 def test_missing_corpus_file(tmp_path: Path) -> None:
     with pytest.raises(CorpusError, match="corpus file not found"):
-        DocStore.open(tmp_path / "nope.jsonl")
+        CorpusFile.open(tmp_path / "nope.jsonl")
 
 
 def test_repeated_ids_numbered_when_asked(tmp_path: Path) -> None:
@@ -70,8 +70,8 @@ def test_repeated_ids_numbered_when_asked(tmp_path: Path) -> None:
     path = corpus(tmp_path, [json.dumps({"id": i, "contents": f"chunk {n}"})
                              for n, i in enumerate(["x", "x", "y", "x", "x#1"])])
     with pytest.raises(CorpusError, match="duplicate id 'x'.*duplicate_ids: number"):
-        DocStore.open(path)
-    docs = DocStore.open(path, duplicate_ids="number")
+        CorpusFile.open(path)
+    docs = CorpusFile.open(path, duplicate_ids="number")
     assert docs.ids == ["x", "x#1", "y", "x#2", "x#1#1"]  # a real id that a number took is numbered in turn
     assert [docs.get(r).id for r in range(5)] == docs.ids and docs.get(3).text == "chunk 3"
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import MCP
-from retriever.store.corpus import DocStore
+from retriever.store.corpus import CorpusFile
 from retriever.testing.projects import engine_for, write_project
 
 Q = "How do plants turn sunlight into sugar?"
@@ -173,7 +173,7 @@ def test_embed_shows_progress_on_stderr_not_stdout(engine, capsys: pytest.Captur
 
 
 def test_hits_match_the_corpus_rows(built) -> None:
-    docs = DocStore.open(built.config.corpus_path)
+    docs = CorpusFile.open(built.config.corpus_path)
     for hits in built.search(["heart chambers", "printing press"], top_k=30, mode="dense"):
         for h in hits:
             assert docs.ids[h.row] == h.id and docs.get(h.row).text == h.text

@@ -19,11 +19,11 @@ from .embedders import Embedder, build_embedder
 from .errors import IndexMismatchError
 from .filters import Filter
 from .filters import parse as parse_filter
-from .indexes import DocumentStore, VectorBackend, VectorIndex, View, backend_for
+from .indexes import HeldDocuments, VectorBackend, VectorIndex, View, backend_for
 from .indexes.bm25 import BM25Index
 from .security import visibility
 from .store.collection import ChangeLog, Collection
-from .store.corpus import DocStore
+from .store.corpus import CorpusFile
 from .store.manifests import corpus_manifest
 from .store.persist import MANIFEST, check_manifest
 
@@ -42,11 +42,11 @@ class Session:
     dense: VectorIndex | None
     bm25: BM25Index | None
     index_backend: VectorBackend  # where the vectors live (indexes.backend_for; `backend` is the embedding one)
-    held: DocumentStore | None  # the backend holds the documents too (Milvus demo / full_text): writes go there
+    held: HeldDocuments | None  # the backend holds the documents too (Milvus demo / full_text): writes go there
     warnings: tuple[str, ...] = ()
 
     @property
-    def docs(self) -> DocStore | None:
+    def docs(self) -> CorpusFile | None:
         """The corpus file's store (None for a collection filled only by adds)."""
         return self.collection.base
 
@@ -72,7 +72,7 @@ def open_session(cfg: Config, embedder: Embedder | None = None, reader: bool = F
         docs = None
         if cfg.corpus_path is not None and held is None:  # a backend holding the documents: no corpus file here
             path = cfg.corpus_path if cfg.chunking.by == "none" else chunked_corpus(cfg)
-            docs = DocStore.open(path, cfg.duplicate_ids, cfg.is_multimodal)
+            docs = CorpusFile.open(path, cfg.duplicate_ids, cfg.is_multimodal)
         paths = cfg.paths()
         collection = Collection(docs, ChangeLog.load(paths.docs, corpus_manifest(docs), cfg.is_multimodal))
         corpus_only = Session(cfg, collection, None, None, None, index_backend, held)  # BM25 needs no embedder

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..errors import ConfigError
-from ..store.corpus import DocStore
+from ..store.corpus import CorpusFile
 from .split import chunk_records, chunks_of
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ def chunked_corpus(cfg: Config) -> Path:
     """The chunk file of `cfg`'s corpus under `cfg.chunking` (written if missing)."""
     if cfg.corpus_path is None:
         raise ConfigError("chunking needs a corpus file (corpus_path)")
-    source = DocStore.open(cfg.corpus_path, cfg.duplicate_ids)
+    source = CorpusFile.open(cfg.corpus_path, cfg.duplicate_ids)
     c = cfg.chunking
     settings = json.dumps(c.model_dump(), sort_keys=True)
     key = hashlib.sha256(f"{source.fingerprint}\n{settings}".encode()).hexdigest()[:16]

@@ -1,6 +1,6 @@
 """Where a session's documents live, chosen once when the session opens (`Session.held`): in the
 local corpus and change log (`Local`: the vector index and BM25 follow the log), or in the index
-backend itself (`Held`: Milvus with is_demo or full_text, indexes.base.DocumentStore). Writes,
+backend itself (`Held`: Milvus with is_demo or full_text, indexes.base.HeldDocuments). Writes,
 reads and searches go through one of the two; nothing else asks which."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import AlreadyExistsError, ForbiddenError, IndexMissingError, NotYetSupportedError
 from ..filters import Filter
-from ..indexes import DocumentStore, View
+from ..indexes import HeldDocuments, View
 from ..indexes.milvus.sparse import RECORD as SPARSE_RECORD
 from ..search import learned_sparse, run
 from ..search.kinds import held_search, refuse_held
@@ -134,7 +134,7 @@ class Local:
 class Held:
     """The index backend holds the documents (no corpus or change log here): everything goes to it."""
 
-    def __init__(self, store: DocumentStore) -> None:
+    def __init__(self, store: HeldDocuments) -> None:
         self.store = store
 
     def add(self, s: Session, docs: Sequence[Document], progress: bool) -> tuple[Session, Report]:

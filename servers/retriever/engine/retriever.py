@@ -39,7 +39,7 @@ from ..security.guard import check_client_config, check_path
 from ..session import Session, disk_stamp, open_session, reopen
 from ..store.catalog import recorded_corpus, remember_corpus
 from ..store.collection import parse_documents
-from ..store.corpus import DocStore
+from ..store.corpus import CorpusFile
 from ..store.embedfile import drop_finished_log, open_embeddings, write_embeddings
 from ..store.locks import collection_lock
 from ..store.manifests import dense_manifest, runtime_record
@@ -446,7 +446,7 @@ class Retriever:
         return check_path(path, self.base_config, self.base_dir, what)
 
 
-def _need_corpus(s: Session, tool: str) -> DocStore:
+def _need_corpus(s: Session, tool: str) -> CorpusFile:
     if s.docs is None:
         raise IndexMissingError(f"{tool}: this collection has no corpus file (corpus_path is null); its documents "
                                 "come from retriever_add, which embeds and indexes them as they arrive")

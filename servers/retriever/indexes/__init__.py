@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, assert_never
 
 from ..config import INDEX_BACKENDS
 from ..errors import NotYetSupportedError
-from .base import Change, DocumentStore, VectorBackend, VectorIndex, View
+from .base import Change, HeldDocuments, VectorBackend, VectorIndex, View
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -20,7 +20,7 @@ def check_backend(cfg: Config) -> None:
                                    f"{', '.join(INDEX_BACKENDS)}")
 
 
-def backend_for(cfg: Config) -> tuple[VectorBackend, DocumentStore | None]:
+def backend_for(cfg: Config) -> tuple[VectorBackend, HeldDocuments | None]:
     """The index backend the config selects (its library imported only now): where the vectors
     live, and the document store when the backend holds the documents too (None: the local corpus
     and change log hold them). The one place a backend is chosen; mypy checks every name of
@@ -49,4 +49,4 @@ def backend_for(cfg: Config) -> tuple[VectorBackend, DocumentStore | None]:
             assert_never(name)
 
 
-__all__ = ["Change", "DocumentStore", "VectorBackend", "VectorIndex", "View", "backend_for", "check_backend"]
+__all__ = ["Change", "HeldDocuments", "VectorBackend", "VectorIndex", "View", "backend_for", "check_backend"]

@@ -1,5 +1,5 @@
 """The index contracts: a VectorIndex (rows in, rows and scores out, changes applied), the
-VectorBackend that loads and builds it, and the DocumentStore of a backend that holds the documents
+VectorBackend that loads and builds it, and the HeldDocuments of a backend that holds the documents
 too (Milvus); tests/index_contract.py is the battery every backend passes."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class VectorBackend(Protocol):
         ...
 
 
-class DocumentStore(Protocol):
+class HeldDocuments(Protocol):
     """A backend that holds the documents themselves (Milvus with is_demo or full_text): there is
     no corpus or change log here; writes, reads and hits go straight to it. A backend without one
     (FAISS, Milvus holding vectors only) leaves the documents to the local change log."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..config import HybridConfig
 from ..errors import InvalidInputError, NotYetSupportedError
-from ..indexes import DocumentStore
+from ..indexes import HeldDocuments
 from ..security import visibility
 from ..session import Session
 from ..types import Hits
@@ -22,7 +22,7 @@ from .spec import Spec
 # the options a call may give a kind besides its queries, filters and scores
 INSTRUCTION, ANN, FUSION = "query_instruction", "ann", "fusion"
 # (the ranker is the kind's own: Dense, Hybrid ...)
-HeldSearch = Callable[[Session, DocumentStore, Spec], Hits]
+HeldSearch = Callable[[Session, HeldDocuments, Spec], Hits]
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def kind(mode: str, h: HybridConfig, query_instruction: str | None = None, ann: 
     return k.ranker(h, query_instruction, ann)
 
 
-def held_search(s: Session, store: DocumentStore, spec: Spec) -> Hits:
+def held_search(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
     """Per query, the backend's top `spec.k` hits of its ranker's kind, where the backend holds the documents."""
     refuse_held(s, f"{spec.ranker.name} search")
     return of(spec.ranker.name).held(s, store, spec)

@@ -37,7 +37,7 @@ def pick(given: Any, default: Any) -> Any:
     return default if given is None else given
 
 
-class Documents(Protocol):
+class Rows(Protocol):
     """What hits are read from: a corpus file's store or a collection (corpus + change log)."""
 
     def get(self, row: int) -> Document: ...
@@ -47,7 +47,7 @@ class Documents(Protocol):
         ...
 
 
-def build_hits(docs: Documents, rows: Sequence[np.ndarray], scores: Sequence[np.ndarray],
+def build_hits(docs: Rows, rows: Sequence[np.ndarray], scores: Sequence[np.ndarray],
                sources: Sequence[list[Any]] | None = None) -> list[list[Hit]]:
     """Per query, the hits of its rows (scaling and thresholds are result stages, search/stages.py);
     a document is read once per call, all of them in one pass."""

@@ -25,7 +25,7 @@ from .. import compute
 from ..config import HybridConfig
 from ..embedders import Embedder
 from ..errors import NotYetSupportedError
-from ..indexes import DocumentStore
+from ..indexes import HeldDocuments
 from ..session import Session
 from ..types import Hit, Hits
 from . import learned_sparse, signals
@@ -39,7 +39,7 @@ from .stages import apply, stages
 AUTO_VECTOR_WEIGHT = 0.5  # vector_weight null in this mode (no local calibration)
 
 
-def dense(s: Session, store: DocumentStore, spec: Spec) -> Hits:
+def dense(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
     """Dense hits from the backend, `spec.k` per query."""
     embedder, ranker = _embedder(s, "dense search"), cast(Dense, spec.ranker)
 
@@ -50,14 +50,14 @@ def dense(s: Session, store: DocumentStore, spec: Spec) -> Hits:
     return staged(s, spec, lambda: ranker.scale(s), rank)
 
 
-def bm25(s: Session, store: DocumentStore, spec: Spec) -> Hits:
+def bm25(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
     """BM25 hits ranked by the backend, `spec.k` per query."""
     text_only(s, "BM25 search")
     return staged(s, spec, lambda: SCALERS["bm25"],
                   lambda chunk, depth: store.text_hits(s.dense, chunk, depth, spec.filter))
 
 
-def sparse(s: Session, store: DocumentStore, spec: Spec) -> Hits:
+def sparse(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
     """Learned-sparse hits ranked by the backend (a collection made with parameter.yaml's sparse
     model: indexes/milvus/sparse.py), `spec.k` per query."""
     model = _sparse_model(s)
@@ -77,7 +77,7 @@ def weights(h: HybridConfig) -> list[float]:
     return [vw, 1.0 - vw]
 
 
-def hybrid(s: Session, store: DocumentStore, spec: Spec) -> Hits:
+def hybrid(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
     """Dense and BM25 hits from the backend, each `candidate_depth` deep, fused per query; with a
     sparse model and `sparse.hybrid`, the backend's learned-sparse hits beside them (BM25's prior
     shared half and half) or in BM25's place, as search/learned_sparse.hybrid_lists does locally."""

@@ -24,7 +24,7 @@ from ..errors import CorpusError, InvalidInputError
 from ..filters import Filter, field_types, matches, type_warnings
 from ..security.visibility import Rule
 from ..types import Document
-from .corpus import DocStore, Record, cancellable, check_image, parse_record
+from .corpus import CorpusFile, Record, cancellable, check_image, parse_record
 from .persist import check_manifest, publish, read_manifest
 
 LOG_KIND = "changelog"
@@ -76,7 +76,7 @@ class ChangeLog:
 class Collection:
     """Row-addressed documents of the corpus and the change log; ids, texts, metadata, masks."""
 
-    def __init__(self, base: DocStore | None, changes: ChangeLog = ChangeLog()) -> None:
+    def __init__(self, base: CorpusFile | None, changes: ChangeLog = ChangeLog()) -> None:
         self.base = base
         self.changes = changes
         self.n_base = len(base) if base is not None else 0
@@ -106,7 +106,7 @@ class Collection:
         return self.changes.docs[row - self.n_base]
 
     def records(self, rows: Sequence[int]) -> list[Record]:
-        """Id, text and metadata of each of `rows`: the corpus's in one pass (DocStore.records)."""
+        """Id, text and metadata of each of `rows`: the corpus's in one pass (CorpusFile.records)."""
         n, added = self.n_base, self.changes.docs
         base = iter(self.base.records([r for r in rows if r < n]) if self.base is not None else ())
         return [next(base) if r < n else ((d := added[r - n]).id, d.text, d.metadata) for r in rows]

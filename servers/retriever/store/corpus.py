@@ -136,7 +136,7 @@ def iter_lines(path: Path, digest: Any = None) -> Iterator[tuple[int, int, bytes
             offset += len(line)
 
 
-class DocStore:
+class CorpusFile:
     """Ids and byte offsets of every record; texts are read on demand."""
 
     def __init__(self, path: Path, ids: list[str], starts: np.ndarray, ends: np.ndarray, fingerprint: str,
@@ -153,7 +153,7 @@ class DocStore:
         self._field_types: dict[str, set[str]] | None = None
 
     @classmethod
-    def open(cls, path: str | Path, duplicate_ids: str = "error", images: bool = False) -> DocStore:
+    def open(cls, path: str | Path, duplicate_ids: str = "error", images: bool = False) -> CorpusFile:
         """Validate the whole file in one streaming pass; record ids, offsets and a sha256.
         A repeated id is an error, or with `duplicate_ids="number"` its n-th repeat is `<id>#<n>`
         (UltraRAG's chunked corpora repeat a document's id in its chunks). With `images`, every

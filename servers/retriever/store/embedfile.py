@@ -30,7 +30,7 @@ from ..errors import AlreadyExistsError, ConfigError, IndexMismatchError
 from ..memory import bulk_allocations
 from ..security.guard import check_replace
 from ..security.limits import caller_progress
-from .corpus import DocStore
+from .corpus import CorpusFile
 from .persist import FORMAT_VERSION, atomic_write_text, check_manifest, record_of, remove_temporaries, written_here
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def drop_finished_log(path: Path) -> None:
 
 
 def write_embeddings(
-    path: Path, docs: DocStore, embedder: Embedder, chunk: int, overwrite: bool,
+    path: Path, docs: CorpusFile, embedder: Embedder, chunk: int, overwrite: bool,
     manifest: dict[str, Any], progress: bool = True,
 ) -> dict[str, Any]:
     if path.suffix != ".npy":

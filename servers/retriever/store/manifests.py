@@ -7,16 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..embedders import Embedder
-    from .corpus import DocStore
+    from .corpus import CorpusFile
 
 
-def corpus_manifest(docs: DocStore | None) -> dict[str, Any]:
+def corpus_manifest(docs: CorpusFile | None) -> dict[str, Any]:
     """What every index built from the corpus file records of it."""
     return {"count": len(docs) if docs is not None else 0,
             "corpus_fingerprint": docs.fingerprint if docs is not None else None}
 
 
-def dense_manifest(docs: DocStore | None, embedder: Embedder) -> dict[str, Any]:
+def dense_manifest(docs: CorpusFile | None, embedder: Embedder) -> dict[str, Any]:
     """What a dense index or embedding file made from `docs` with `embedder` records."""
     return {"model": embedder.model_id, "dimension": embedder.dimension, **corpus_manifest(docs)}
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import IndexMismatchError, IndexMissingError, NotYetSupportedError
 from ...filters import Filter
-from ...store.corpus import DocStore
+from ...store.corpus import CorpusFile
 from ...store.embedfile import open_embeddings
 from ...store.manifests import dense_manifest
 from ...store.persist import check_manifest
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 class MilvusBackend:
     """The vector backend of a Milvus collection; with `holds` (is_demo or full_text) also the
-    collection's document store (indexes.base.DocumentStore): backend_for hands it out as both."""
+    collection's document store (indexes.base.HeldDocuments): backend_for hands it out as both."""
 
     def __init__(self, demo: bool, full_text: FullText | None = None) -> None:
         self.full_text = full_text
@@ -206,7 +206,7 @@ def _corpus_batches(view: View, embedding_file: Path) -> Vectors:
     if cfg.corpus_path is None:
         raise IndexMissingError("retriever_index in demo mode embeds corpus_path into Milvus; set corpus_path, "
                                 "or add documents with retriever_add")
-    docs, chunk = DocStore.open(cfg.corpus_path, cfg.duplicate_ids, cfg.is_multimodal), cfg.index_backend_configs.milvus.index_chunk_size
+    docs, chunk = CorpusFile.open(cfg.corpus_path, cfg.duplicate_ids, cfg.is_multimodal), cfg.index_backend_configs.milvus.index_chunk_size
     stored = None
     if embedding_file.is_file():
         try:
