@@ -329,8 +329,8 @@ def end_to_end(name: str, variants: tuple[str, ...] = ("off", "fused", "instead_
     """The server's hybrid through Retriever.hybrid_search (top 100, one call of every query, a
     fresh process's query gate), as shipped and with SPLADE-tiny in the fusion: nDCG@10, R@100
     and the time per query."""
-    from retriever.search import signals
     from retriever.search.evaluation import evaluate
+    from retriever.session import forget_learned
 
     _, queries_path, qrels_path = materialise(name)
     qids, qrels, qtexts = judged(queries_path, qrels_path)
@@ -348,7 +348,7 @@ def end_to_end(name: str, variants: tuple[str, ...] = ("off", "fused", "instead_
         if where == "off":  # the gate is kept per caller (compute.CALLER: a token's digest over HTTP)
             callers.append(("a-token-digest", label + ", in process as one token's caller (compute.CALLER set: its own query gate)"))
         for caller, row in callers:
-            signals.forget_gates()  # the query gate starts empty, as in a fresh server
+            forget_learned()  # the query gate starts empty, as in a fresh server
             t = time.perf_counter()
             found = contextvars.copy_context().run(_as_caller, caller, engine, qtexts)
             ms = (time.perf_counter() - t) * 1000 / len(qtexts)

@@ -226,6 +226,6 @@ def _query_gates_emptied() -> Iterator[None]:
     whole process; the session's shared collections (built_project) would carry one test's
     queries into the next. Each test starts with none."""
     yield
-    from retriever.search import signals
+    from retriever.session import forget_learned
 
-    signals.forget_gates()
+    forget_learned()

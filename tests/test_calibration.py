@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from retriever.search import calibration
 from retriever.search.calibration import vector_weight
+from retriever.session import forget_learned
 from retriever.testing.projects import ROOT, engine_for, write_project
 
 
@@ -47,12 +48,12 @@ def built(folder: Path, corpus: Path | None = None):  # noqa: ANN201
 
 def test_auto_is_half_on_text_the_model_reads_and_measured_once(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    calibration._MEMO.clear()
+    forget_learned()
     e = built(tmp_path / "p")
     hits = e.hybrid_search("photosynthesis and sunlight", top_k=5)[0]
     saved = json.loads(Path(str(e.session.config.paths().bm25) + ".calibration.json").read_text())
     assert saved["vector_weight"] == 0.5 and saved["probes"] == 30 and saved["dense_mrr"] >= 0.5 * saved["bm25_mrr"]
-    calibration._MEMO.clear()  # a new process: read from the file, not measured again
+    forget_learned()  # as a new process: read from the file, not measured again
     monkeypatch.setattr(calibration, "measure", lambda *a: pytest.fail("measured twice"))
     fresh = engine_for(e.base_dir / "parameter.yaml")
     fresh.init()
@@ -63,7 +64,7 @@ def test_auto_is_half_on_text_the_model_reads_and_measured_once(tmp_path: Path,
 
 @pytest.mark.slow  # embeds 600 documents
 def test_auto_leans_on_bm25_where_the_model_cannot_read_the_corpus(tmp_path: Path) -> None:
-    calibration._MEMO.clear()
+    forget_learned()
     e = built(tmp_path / "p", invented_corpus(tmp_path / "invented.jsonl", 600))
     text = e.session.collection.get(17).text
     query = " ".join(text.split()[10:16])
@@ -75,20 +76,20 @@ def test_auto_leans_on_bm25_where_the_model_cannot_read_the_corpus(tmp_path: Pat
 
 
 def test_a_read_only_server_measures_but_writes_no_file(tmp_path: Path) -> None:
-    calibration._MEMO.clear()
+    forget_learned()
     e = built(tmp_path / "p")
     ro = engine_for(e.base_dir / "parameter.yaml", {"security": {"read_only": True}})
     ro.init()
     ro.hybrid_search("tides and the moon", top_k=3)
     assert not Path(str(ro.session.config.paths().bm25) + ".calibration.json").exists()
-    assert any(v["vector_weight"] == 0.5 for v in calibration._MEMO.values())
+    assert any(v["vector_weight"] == 0.5 for v in ro.session.learned.calibration.values())
 
 
 def test_a_collection_without_a_corpus_is_measured_again_when_it_doubles_not_per_add(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from retriever.testing.projects import SAMPLE
 
-    calibration._MEMO.clear()
+    forget_learned()
     docs = [json.loads(line) for line in SAMPLE.open()]
     e = engine_for(write_project(tmp_path / "c", collection_name="notes", corpus_path=None))
     e.init()

@@ -345,7 +345,7 @@ def test_the_query_gate_acts_on_the_hybrid_milvus_returns(indexed) -> None:
     dense_ids = ids(indexed.search(query, top_k=10, mode="dense"))
     fused_ids = ids(indexed.hybrid_search(query, top_k=10))
     assert fused_ids != dense_ids  # else the test shows nothing
-    gate = signals.gate_for(str(indexed.session.config.paths().bm25))
+    gate = signals.gate_for(indexed.session)
     far = (np.array([1, 2]), np.array([0.8, 0.7])), (np.array([2]), np.array([1.0]))  # a gap of 0.1
     for _ in range(signals.GATE_WARM):
         gate.weigh([0.5, 0.5], *far, bound=10.0)

@@ -125,7 +125,7 @@ def test_hybrid_answers_in_dense_order_where_the_gate_is_open(built_project) -> 
     gated = engine_for(built_project)
     gated.init()
     assert [h.id for h in gated.hybrid_search([query], top_k=10)[0]] == fused_ids  # the gate is still warming
-    gate = signals.gate_for(str(gated.session.config.paths().bm25))
+    gate = signals.gate_for(gated.session)
     for _ in range(signals.GATE_WARM):
         gate.weigh([0.5, 0.5], DENSE, disagreeing(), bound=10.0)
     assert [h.id for h in gated.hybrid_search([query], top_k=10)[0]] == dense_ids

@@ -6,9 +6,12 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,6 +34,35 @@ log = logging.getLogger(__name__)
 Allowed = tuple[np.ndarray | None, Filter | None]  # the candidates: a mask over rows (None: all), the filter
 
 
+@dataclass(eq=False)
+class Learned:
+    """What a collection's searches learn as they run, kept with its session: hybrid's query gate
+    per caller (search/signals.py) and the calibrated vector weight (search/calibration.py). The
+    session a write derives from this one shares it; a collection opened anew (retriever_init, or
+    loading what another process published) starts empty."""
+
+    gates: OrderedDict[str, Any] = field(default_factory=OrderedDict)  # caller -> QueryGate, least recent first
+    gates_lock: threading.Lock = field(default_factory=threading.Lock)
+    calibration: dict[str, dict[str, Any]] = field(default_factory=dict)  # calibration key -> its result
+    calibration_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        _LEARNED.add(self)
+
+
+_LEARNED: weakref.WeakSet[Learned] = weakref.WeakSet()  # every live one: forget_learned (tests, benchmarks)
+
+
+def forget_learned() -> None:
+    """Every open collection's query gates and calibration memory back to empty, as in a fresh
+    process (tests and benchmarks that share a session between cases)."""
+    for learned in list(_LEARNED):
+        with learned.gates_lock:
+            learned.gates.clear()
+        with learned.calibration_lock:
+            learned.calibration.clear()
+
+
 @dataclass(frozen=True)
 class Session:
     """What `retriever_init` loaded. Replaced whole, never mutated, so a search that took a
@@ -44,6 +76,7 @@ class Session:
     index_backend: VectorBackend  # where the vectors live (indexes.backend_for; `backend` is the embedding one)
     held: HeldDocuments | None  # the backend holds the documents too (Milvus demo / full_text): writes go there
     warnings: tuple[str, ...] = ()
+    learned: Learned = field(default_factory=Learned, compare=False, repr=False)
 
     @property
     def docs(self) -> CorpusFile | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,8 +37,6 @@ log = logging.getLogger(__name__)
 
 PROBES, WORDS, SEED, FLOOR = 200, 16, 0, 0.05
 _WORD = re.compile(r"\w+")
-_MEMO: dict[str, dict[str, Any]] = {}
-_LOCK = threading.Lock()
 
 
 def vector_weight(dense_mrr: float, bm25_mrr: float) -> float:
@@ -103,20 +100,20 @@ def _key(s: Session) -> str:
 def auto_vector_weight(s: Session, dense_rows: Rows, bm25_rows: Rows) -> float:
     """The calibrated dense share for this collection: from memory, the file, or measured now
     with the two retrievers' `rows`."""
-    key = _key(s)
-    with _LOCK:
-        if key in _MEMO:
-            return float(_MEMO[key]["vector_weight"])
+    key, memo = _key(s), s.learned.calibration  # kept with the session (session.Learned)
+    with s.learned.calibration_lock:
+        if key in memo:
+            return float(memo[key]["vector_weight"])
         path = Path(str(s.config.paths().bm25) + ".calibration.json")
         try:
             saved = json.loads(path.read_text(encoding="utf-8"))
             if saved.get("key") == key:
-                _MEMO[key] = saved
+                memo[key] = saved
                 return float(saved["vector_weight"])
         except (OSError, ValueError):
             pass
         found = {**measure(s, dense_rows, bm25_rows), "key": key}
-        _MEMO[key] = found
+        memo[key] = found
         log.info("hybrid vector_weight auto: %s (dense MRR %s, BM25 MRR %s over %s pseudo-queries)",
                  found["vector_weight"], found["dense_mrr"], found["bm25_mrr"], found["probes"])
         if s.config.security.read_only:  # a read-only server writes nothing

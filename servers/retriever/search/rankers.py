@@ -130,7 +130,7 @@ class Hybrid:
         if "sparse" in lists and h.fusion == "adaptive":  # over each query's best sparse score
             for scale, (_, found) in zip(scales, lists["sparse"]):
                 scale["sparse"] = max(float(found[0]), 1e-12) if len(found) else 1.0
-        gate = signals.gate_for(str(s.config.paths().bm25)) if h.query_gate else None
+        gate = signals.gate_for(s) if h.query_gate else None
         return [fused_rows(s.collection, {name: ranked[i] for name, ranked in lists.items()},
                            h.fusion, self._checked(s, weights, lists, scales, i, gate), h.rrf_k, depth, scales[i])
                 for i in range(len(queries))]  # in order: each query's gate is what the ones before it left

@@ -15,20 +15,21 @@ Each hybrid query's cross gap goes into its collection's window (the last `GATE_
 `GATE_WARM` are in and their median is `GATE_GAP` or more (BM25's best is usually a document
 dense ranks well below its own: short name-like queries over descriptions), and dense is trusted,
 a query whose BM25 best reaches under `GATE_COVERAGE` of its bound (no strong exact match) is
-answered in dense's order. The window lives in memory (a restart warms it again), one per
-collection and caller: a second token's queries once moved a victim's SciFact nDCG@10 from
+answered in dense's order. The window lives in memory with the collection's session (session.Learned:
+a restart, or the collection loaded anew, warms it again), one per caller: a second token's queries once moved a victim's SciFact nDCG@10 from
 0.7331 to 0.6487 through a shared window.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..compute import CALLER
+from ..session import Session
 from ..types import Hit
 
 CROSS_TAU = 0.03  # the cosine gap at which BM25's prior reaches zero
@@ -115,27 +116,20 @@ class QueryGate:
         return [1.0] + [0.0] * (len(weights) - 1) if lean else None
 
 
-_GATES: OrderedDict[tuple[str, str], QueryGate] = OrderedDict()
-_GATES_LOCK = threading.Lock()
-MAX_GATES = 1024  # (collection, caller) pairs kept; the least recently used goes first
+MAX_GATES = 1024  # callers' gates kept per collection; the least recently used goes first
 
 
-def gate_for(collection: str) -> QueryGate:
-    """The query gate of a collection (by a key naming it) for this caller (compute.CALLER: one
-    caller's queries cannot open the gate for another's), made on its first hybrid query."""
-    key = (collection, CALLER.get())
-    with _GATES_LOCK:
-        gate = _GATES.pop(key, None) or QueryGate()
-        _GATES[key] = gate
-        while len(_GATES) > MAX_GATES:
-            _GATES.popitem(last=False)
+def gate_for(s: Session) -> QueryGate:
+    """The query gate of session `s`'s collection (kept with the session: session.Learned) for
+    this caller (compute.CALLER: one caller's queries cannot open the gate for another's), made on
+    its first hybrid query."""
+    learned, key = s.learned, CALLER.get()
+    with learned.gates_lock:
+        gate = learned.gates.pop(key, None) or QueryGate()
+        learned.gates[key] = gate
+        while len(learned.gates) > MAX_GATES:
+            learned.gates.popitem(last=False)
         return gate
-
-
-def forget_gates() -> None:
-    """Every collection's gate back to empty, as in a fresh process (tests, benchmarks)."""
-    with _GATES_LOCK:
-        _GATES.clear()
 
 
 def hits_as_rows(dense: Sequence[Hit], bm25: Sequence[Hit]) -> tuple[tuple[np.ndarray, np.ndarray],

@@ -91,7 +91,7 @@ def hybrid(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
         w = [w[0], w[1] / 2, w[1] / 2]
     normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
     # the query gate, as locally (signals.py): needs BM25's bound, which Milvus gives with the bm25s analyzer
-    gate = (signals.gate_for(str(s.config.paths().bm25))
+    gate = (signals.gate_for(s)
             if h.query_gate and h.fusion == "adaptive" and normalized and where != "instead_of_bm25" else None)
 
     def rank(chunk: list[str], top: int) -> Hits:
