@@ -15,9 +15,10 @@ Each hybrid query's cross gap goes into its collection's window (the last `GATE_
 `GATE_WARM` are in and their median is `GATE_GAP` or more (BM25's best is usually a document
 dense ranks well below its own: short name-like queries over descriptions), and dense is trusted,
 a query whose BM25 best reaches under `GATE_COVERAGE` of its bound (no strong exact match) is
-answered in dense's order. The window lives in memory with the collection's session (session.Learned:
-a restart, or the collection loaded anew, warms it again), one per caller: a second token's queries once moved a victim's SciFact nDCG@10 from
-0.7331 to 0.6487 through a shared window.
+answered in dense's order. The window lives in memory with the collection's session
+(session.Learned: a restart, or the collection loaded anew, warms it again), one per caller: a
+second token's queries once moved a victim's SciFact nDCG@10 from 0.7331 to 0.6487 through a
+shared window.
 """
 
 from __future__ import annotations
