@@ -14,11 +14,13 @@ from fastmcp.exceptions import ValidationError as ArgumentError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import ToolListChangedNotification
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..api.tool import Tool
 from ..compute import CALLER
 from . import tasks
 from .core import Gate, Refused
+from .eras import MODERN
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
@@ -63,12 +65,34 @@ def _owner(ctx: Any) -> str:
         return CALLER.get() or f"session:{get_context().session_id}"
 
 
+class _UpdateTaskParams(BaseModel):
+    """tasks/update's params (the tasks extension's; no SDK type has them)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    task_id: str = Field(alias="taskId")
+    input_responses: Any = Field(default=None, alias="inputResponses")
+
+
+def _with_meta(ctx: Any) -> dict[str, Any]:
+    """A request's params with its `_meta` (the SDK hands the two apart), as tasks.py reads them."""
+    params = dict(ctx.params or {})
+    meta = ctx.meta
+    if meta is not None and "_meta" not in params:
+        params["_meta"] = meta if isinstance(meta, dict) else meta.model_dump(by_alias=True, exclude_none=True)
+    return params
+
+
 def serve_tasks(server: Any, errors: ToolErrors) -> None:
     """MCP tasks on FastMCP's server, kept in `errors.tasks`, where the revision has them: a tools/call
     with `task` answered by a middleware of the SDK's low-level server (FastMCP's own middleware cannot
     answer it: the SDK holds a tools/call answer of the 2025-11-25 revision to CallToolResult, except
     one a low-level middleware gives), tasks/get, /result, /cancel and /list as its request handlers,
-    and the `tasks` capability in its initialize answer."""
+    and the `tasks` capability in its initialize answer. On 2026-07-28 the tasks extension (SEP-2663)
+    the same way: the middleware answers a long tool's call from a client that declared it with a
+    CreateTaskResult (the SDK passes a result of an extension's resultType through unchecked),
+    tasks/get, /update and /cancel answer as the extension has them, and server/discover declares it
+    in capabilities.extensions. (FastMCP's own ServerExtension would do too, but its interceptor runs
+    after FastMCP's middleware, and its tasks/get would clash with these handlers.)"""
     from mcp.types import PaginatedRequestParams, ServerTasksCapability
     from mcp_types import CancelTaskRequestParams, GetTaskPayloadRequestParams, GetTaskRequestParams
 
@@ -78,29 +102,35 @@ def serve_tasks(server: Any, errors: ToolErrors) -> None:
         """A tools/call the client asked to run as a task: the task at once, the call on in the
         background (its progress is the task's statusMessage: the request that could carry
         notifications has been answered)."""
-        params = ctx.params or {}
-        if ctx.method != "tools/call" or params.get("task") is None or ctx.protocol_version not in tasks.VERSIONS:
+        params = _with_meta(ctx)
+        legacy = ctx.protocol_version in tasks.VERSIONS and params.get("task") is not None
+        extension = ctx.protocol_version in MODERN and tasks.as_task(errors.gate.tools, params)
+        if ctx.method != "tools/call" or not (legacy or extension):
             return await call_next(ctx)
         try:
-            return errors.tasks.start(_owner(ctx), errors.gate, params)
+            return errors.tasks.start(_owner(ctx), errors.gate, params, extension=extension)
         except tasks.TaskError as e:
-            raise MCPError(code=e.code, message=str(e)) from None
+            raise MCPError(code=e.code, message=str(e), data=e.data) from None
 
     def handler(method: str) -> Callable[[Any, Any], Awaitable[dict[str, Any]]]:
         async def answer(ctx: Any, params: Any) -> dict[str, Any]:
-            if ctx.protocol_version not in tasks.VERSIONS:
+            extension = ctx.protocol_version in MODERN
+            if (ctx.protocol_version not in tasks.VERSIONS or method not in tasks.METHODS) and not extension:
                 raise MCPError(code=tasks.METHOD_NOT_FOUND, message=f"Method not found: {method} (revision "
-                                                                    f"{ctx.protocol_version} has no tasks)")
+                                                                    f"{ctx.protocol_version} has no such tasks)")
             try:
+                if extension and method in tasks.EXTENSION_METHODS and not tasks.declared(_with_meta(ctx)):
+                    raise tasks.undeclared(method)
                 return await errors.tasks.answer(_owner(ctx), method,
-                                                 params.model_dump(by_alias=True, exclude_none=True))
+                                                 params.model_dump(by_alias=True, exclude_none=True), extension)
             except tasks.TaskError as e:
-                raise MCPError(code=e.code, message=str(e)) from None
+                raise MCPError(code=e.code, message=str(e), data=e.data) from None
         return answer
 
     low.middleware.append(start)
-    for method, kind in zip(tasks.METHODS, (GetTaskRequestParams, GetTaskPayloadRequestParams,
-                                            CancelTaskRequestParams, PaginatedRequestParams), strict=True):
+    kinds: tuple[Any, ...] = (GetTaskRequestParams, GetTaskPayloadRequestParams, CancelTaskRequestParams,
+                              PaginatedRequestParams, _UpdateTaskParams)
+    for method, kind in zip((*tasks.METHODS, "tasks/update"), kinds, strict=True):
         low.add_request_handler(method, kind, handler(method))
     declared = low.get_capabilities
 
@@ -108,6 +138,8 @@ def serve_tasks(server: Any, errors: ToolErrors) -> None:
         out = declared(*args, protocol_version=protocol_version, **kw)
         if protocol_version is None or protocol_version in tasks.VERSIONS:
             out.tasks = ServerTasksCapability.model_validate(tasks.CAPABILITY)
+        if protocol_version in MODERN:  # the tasks extension (SEP-2663) in server/discover
+            out.extensions = {**(out.extensions or {}), tasks.EXTENSION: {}}
         return out
 
     low.get_capabilities = capabilities

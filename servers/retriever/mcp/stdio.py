@@ -8,7 +8,8 @@ What it speaks: `initialize`, `ping`, `tools/list`, `tools/call` (each on its ow
 overlap; a call given a `progressToken` gets `notifications/progress` from its long work),
 `notifications/cancelled` (the call's work stops, no answer is sent, as MCP says),
 `notifications/tools/list_changed` when a call changes which tools the configuration can serve, and
-on 2025-11-25 MCP tasks (tasks.py: a long tool's call with `task`, tasks/get, /result, /cancel, /list).
+on 2025-11-25 MCP tasks (tasks.py: a long tool's call with `task`, tasks/get, /result, /cancel, /list), on
+2026-07-28 the tasks extension (a long tool's call from a client that declares it; tasks/get, /update, /cancel).
 It has no prompts (their list answers empty) and asks the client nothing. A client that opens
 with `server/discover` (the MCP SDK 2.x) speaks 2026-07-28 with it; one that opens with
 `initialize`, the revision it asks for.
@@ -123,14 +124,15 @@ class StdioServer:
                 self.send(unsupported(rid, modern))
                 return
             tasking = modern is None and self.version in tasks.VERSIONS
-            if method == "tools/call" and tasking and params.get("task") is not None:
-                self._start_task(rid, params)
+            if method == "tools/call" and (params.get("task") is not None if tasking else
+                                           modern is not None and tasks.as_task(self.gate.tools, params)):
+                self._start_task(rid, params, modern is not None)
                 return
             if method == "tools/call":
                 self._start(rid, params, modern is not None)
                 return
-            if method in tasks.METHODS and tasking:
-                self._answer_task(rid, method, params)
+            if method in tasks.METHODS and tasking or modern is not None and method.startswith("tasks/"):
+                self._answer_task(rid, method, params, modern is not None)
                 return
             result = self.answer(method, params)
             self.send({"jsonrpc": "2.0", "id": rid, "result": stamped(result, method) if modern else result})
@@ -139,7 +141,8 @@ class StdioServer:
 
     def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "server/discover":  # the stateless revision's handshake-free description
-            return {"supportedVersions": list(MODERN), "capabilities": self.capabilities(),
+            return {"supportedVersions": list(MODERN),
+                    "capabilities": {**self.capabilities(), "extensions": {tasks.EXTENSION: {}}},
                     "instructions": instructions(self.engine, self.gate.tools.values()),
                     "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "retriever",
                                                                      "version": package_version()}}}
@@ -198,23 +201,29 @@ class StdioServer:
         self.running[rid] = task
         task.add_done_callback(lambda done: self.running.pop(rid) if self.running.get(rid) is done else None)
 
-    def _start_task(self, rid: Any, params: dict[str, Any]) -> None:
-        """A tools/call the client asked to run as a task: the task at once, the call on in the background."""
+    def _start_task(self, rid: Any, params: dict[str, Any], extension: bool = False) -> None:
+        """A tools/call to run as a task (2025-11-25: the client asked; `extension`, 2026-07-28's tasks
+        extension: the client allowed it, the tool runs long): the task at once, the call on in the
+        background. The extension has no progress on tasks: a progressToken there gets none."""
         meta = params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        token = meta.get("progressToken") if isinstance(meta, dict) and not extension else None
         told = self.progress(token) if isinstance(token, str | int) and _valid_id(token) else None
         try:
-            self.send({"jsonrpc": "2.0", "id": rid, "result": self.tasks.start("", self.gate, params, told)})
+            self.send({"jsonrpc": "2.0", "id": rid, "result": self.tasks.start("", self.gate, params, told, extension)})
         except tasks.TaskError as e:
-            raise ProtocolError(e.code, str(e)) from None
+            self.send(_error(rid, e.code, str(e), e.data))
 
-    def _answer_task(self, rid: Any, method: str, params: dict[str, Any]) -> None:
-        """tasks/get, /result (which waits for the task's end), /cancel, /list, on a task of their own."""
+    def _answer_task(self, rid: Any, method: str, params: dict[str, Any], extension: bool = False) -> None:
+        """tasks/get, /result (which waits for the task's end), /cancel, /list, on a task of their own;
+        `extension`: the tasks extension's tasks/get, /update, /cancel, for a client that declared it."""
         async def answer() -> None:
             try:
-                self.send({"jsonrpc": "2.0", "id": rid, "result": await self.tasks.answer("", method, params)})
+                if extension and method in tasks.EXTENSION_METHODS and not tasks.declared(params):
+                    raise tasks.undeclared(method)
+                result = await self.tasks.answer("", method, params, extension)
+                self.send({"jsonrpc": "2.0", "id": rid, "result": result})
             except tasks.TaskError as e:
-                self.send(_error(rid, e.code, str(e)))
+                self.send(_error(rid, e.code, str(e), e.data))
 
         self._track(rid, answer())
 
@@ -281,8 +290,9 @@ def _valid_id(rid: Any) -> bool:
     return isinstance(rid, str) or isinstance(rid, int) and not isinstance(rid, bool)
 
 
-def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+def _error(rid: Any, code: int, message: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    return {"jsonrpc": "2.0", "id": rid, "error": {**error, "data": data} if data is not None else error}
 
 
 class Lines:

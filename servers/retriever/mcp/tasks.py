@@ -9,7 +9,20 @@ does a plain call (its work stops at its next chunk or file: limits.CANCEL), `ta
 Bounded: an owner (a caller told apart by its token over HTTP, compute.CALLER; else its MCP
 session) keeps at most MAX_KEPT tasks, the server MAX_TASKS in all; a task is dropped `ttl` after
 its creation (at most MAX_TTL_MS; one still working then, when it ends). An owner sees only its own
-tasks. stdio.py and server.py speak the wire; this module keeps the tasks."""
+tasks. stdio.py and server.py speak the wire; this module keeps the tasks.
+
+The 2026-07-28 revision moved tasks into the extension `io.modelcontextprotocol/tasks` (SEP-2663;
+its schema.ts and specification/draft/tasks.md in modelcontextprotocol/ext-tasks), served from the
+same store, bounds and owners: the server declares it in `capabilities.extensions`; a client
+declares it on each request (`_meta["io.modelcontextprotocol/clientCapabilities"].extensions`) and
+the server decides: a long tool's `tools/call` from a client that declared it is answered with a
+CreateTaskResult (`resultType: "task"` and the Task: taskId, status, createdAt, lastUpdatedAt,
+ttlMs, pollIntervalMs), never to one that did not (`params.task` is ignored, as the SEP says);
+`tasks/get` answers the task with its result inline once `completed` (a tool error too: `failed` is
+for a JSON-RPC error alone, with `error`), `tasks/cancel` and `tasks/update` an empty
+acknowledgement (no task of ours asks for input: the SEP has a server ignore responses to keys not
+outstanding); `tasks/result` and `tasks/list` are gone (-32601). A client that did not declare the
+extension gets -32021 for tasks/*. No tool here requires a task, so none answers -32021 to a call."""
 
 from __future__ import annotations
 
@@ -40,14 +53,40 @@ POLL_MS = 1000
 METHOD_NOT_FOUND, INVALID_PARAMS = -32601, -32602
 CANCELLED = -32800  # tasks/result of a cancelled task: the code a cancelled request has (LSP's RequestCancelled)
 METHODS = ("tasks/get", "tasks/result", "tasks/cancel", "tasks/list")
+EXTENSION = "io.modelcontextprotocol/tasks"  # SEP-2663: the 2026-07-28 revision's tasks
+EXTENSION_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"  # the _meta key of a stateless request
+MISSING_CAPABILITY = -32021  # Missing Required Client Capability
+INTERNAL_ERROR = -32603
 
 
 class TaskError(Exception):
     """A JSON-RPC error for the client (code, message)."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
         super().__init__(message)
-        self.code = code
+        self.code, self.data = code, data
+
+
+def declared(params: dict[str, Any]) -> bool:
+    """Whether a stateless request's client declared the tasks extension (in this request's _meta)."""
+    meta = params.get("_meta")
+    capabilities = meta.get(CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
+
+
+def as_task(tools: dict[str, Any], params: dict[str, Any]) -> bool:
+    """Whether a stateless tools/call runs as a task of the extension: the client declared it and
+    the tool runs long (any other call runs plainly; the server decides, the client only allows)."""
+    name = params.get("name")
+    return declared(params) and isinstance(name, str) and getattr(tools.get(name), "long", False)
+
+
+def undeclared(method: str) -> TaskError:
+    return TaskError(MISSING_CAPABILITY, f"Missing required client capability: {method} needs the {EXTENSION} "
+                                         "extension declared in the request's _meta clientCapabilities",
+                     {"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
 
 
 def _now() -> str:
@@ -66,6 +105,7 @@ class Task:
     updated: str = ""
     born: float = field(default_factory=time.monotonic)
     result: dict[str, Any] | None = None  # the CallToolResult, once ended
+    error: dict[str, Any] | None = None  # a JSON-RPC error, where the call failed as no tool error
     work: asyncio.Task[None] | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -75,6 +115,23 @@ class Task:
                                "lastUpdatedAt": self.updated or self.created, "ttl": self.ttl, "pollInterval": POLL_MS}
         if self.message:
             out["statusMessage"] = self.message
+        return out
+
+    def detailed(self) -> dict[str, Any]:
+        """The task as the tasks extension (SEP-2663) has it: its DetailedTask, the result inline
+        once completed. A tool error is a result there (`completed`, the result's isError);
+        `failed` is for a JSON-RPC error alone."""
+        failed = self.status == "failed" and self.error is not None
+        status = "completed" if self.status == "failed" and not failed else self.status
+        out: dict[str, Any] = {"taskId": self.id, "status": status, "createdAt": self.created,
+                               "lastUpdatedAt": self.updated or self.created, "ttlMs": self.ttl,
+                               "pollIntervalMs": POLL_MS}
+        if self.message:
+            out["statusMessage"] = self.message
+        if status == "completed":
+            out["result"] = self.result
+        elif failed:
+            out["error"] = self.error
         return out
 
     def progress(self, done: int, total: int, what: str) -> None:
@@ -117,11 +174,14 @@ class Tasks:
         asyncio.get_running_loop().call_later(task.ttl / 1000, self._drop_expired)
         return task
 
-    def start(self, owner: str, gate: Gate, params: dict[str, Any], also: Report | None = None) -> dict[str, Any]:
-        """A tools/call (`params`) the client asked to run as a task, for both servers: the task's
-        answer at once, the call on in the background through `gate` (its progress to the task's
-        statusMessage, and to `also` where the client gave a progressToken); TaskError if refused."""
-        name, arguments, task = params.get("name"), params.get("arguments") or {}, params.get("task")
+    def start(self, owner: str, gate: Gate, params: dict[str, Any], also: Report | None = None,
+              extension: bool = False) -> dict[str, Any]:
+        """A tools/call (`params`) to run as a task, for both servers: the task's answer at once
+        (`extension`: the tasks extension's CreateTaskResult), the call on in the background through
+        `gate` (its progress to the task's statusMessage, and to `also` where the client gave a
+        progressToken); TaskError if refused."""
+        name, arguments = params.get("name"), params.get("arguments") or {}
+        task = None if extension else params.get("task")  # the extension ignores `task`: the server decides
         refused = _refusal(gate.tools, name)
         if refused is not None:
             raise refused
@@ -129,7 +189,7 @@ class Tasks:
             raise TaskError(INVALID_PARAMS, "Invalid params: tools/call takes arguments as an object")
         made = self.create(owner, str(name), task.get("ttl") if isinstance(task, dict) else None,
                            lambda report: gate.call_result(str(name), arguments, _both(report, also)))
-        return {"task": made.wire()}
+        return {"resultType": "task", **made.detailed()} if extension else {"task": made.wire()}
 
     async def _run(self, task: Task, run: Callable[[Report], Awaitable[dict[str, Any]]]) -> None:
         try:
@@ -139,6 +199,7 @@ class Tasks:
             return
         except Exception as e:  # run() answers failures as tool errors; anything else is our bug
             log.error("task %s (%s): internal error", task.id, task.tool, exc_info=e)
+            task.error = {"code": INTERNAL_ERROR, "message": f"{task.tool}: internal error ({type(e).__name__})"}
             result = {"content": [{"type": "text", "text": f"{task.tool}: internal error ({type(e).__name__})"}],
                       "isError": True}
         if result.get("isError"):
@@ -163,8 +224,10 @@ class Tasks:
             raise TaskError(INVALID_PARAMS, "Failed to retrieve task: Task not found (or expired)")
         return task
 
-    async def answer(self, owner: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The result of one tasks/* request of `owner`."""
+    async def answer(self, owner: str, method: str, params: dict[str, Any], extension: bool = False) -> dict[str, Any]:
+        """The result of one tasks/* request of `owner` (`extension`: of the tasks extension)."""
+        if extension:
+            return self._extension_answer(owner, method, params)
         if method == "tasks/list":
             if params.get("cursor") is not None:
                 raise TaskError(INVALID_PARAMS, "Invalid cursor: tasks/list here answers in one page")
@@ -187,6 +250,22 @@ class Tasks:
             return {**task.result, "_meta": {**task.result.get("_meta", {}), RELATED: {"taskId": task.id}}}
         raise TaskError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
+    def _extension_answer(self, owner: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """tasks/get (the DetailedTask), /cancel and /update (empty acknowledgements) of the extension;
+        the caller has checked that the client declared it."""
+        if method not in EXTENSION_METHODS:  # tasks/result, tasks/list: not in the extension
+            raise TaskError(METHOD_NOT_FOUND, f"Method not found: {method} (not in the {EXTENSION} extension)")
+        task = self.find(owner, params)
+        if method == "tasks/get":
+            return {**task.detailed(), "resultType": "complete"}
+        if method == "tasks/update" and not isinstance(params.get("inputResponses"), dict):
+            raise TaskError(INVALID_PARAMS, "Invalid params: tasks/update takes inputResponses (an object)")
+        if method == "tasks/cancel" and not task.ended.is_set():  # an ended task stays as it ended
+            task.end("cancelled", "The task was cancelled by request.")
+            if task.work is not None:
+                task.work.cancel()  # core.run sets the call's CANCEL event: its work stops at its next chunk
+        return {"resultType": "complete"}  # tasks/update: none of our tasks asks for input; ignored
+
 
 def _both(first: Report, then: Report | None) -> Report:
     if then is None:
@@ -208,4 +287,5 @@ def _refusal(tools: dict[str, Any], name: Any) -> TaskError | None:
     return None
 
 
-__all__ = ["CAPABILITY", "METHODS", "VERSIONS", "Task", "TaskError", "Tasks"]
+__all__ = ["CAPABILITY", "EXTENSION", "METHODS", "VERSIONS", "Task", "TaskError", "Tasks", "as_task", "declared",
+           "undeclared"]
