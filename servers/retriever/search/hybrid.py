@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -13,6 +13,7 @@ from ..config import HybridConfig
 from ..errors import InvalidInputError
 from ..store.collection import Collection
 from ..types import Hit
+from . import signals
 from .fusion import fuse
 
 K = TypeVar("K", bound=Hashable)
@@ -21,6 +22,46 @@ RowRanking = tuple[np.ndarray, np.ndarray]  # rows best first, their scores
 Source = dict[str, tuple[int, float] | None]  # of a fused document: retriever -> (rank, score), None if absent
 Sources = list[Source]  # per fused row
 Fused = tuple[np.ndarray, np.ndarray, Sources]
+
+
+@dataclass(frozen=True)
+class QueryFusion:
+    """Hybrid's rule for each query's lists, one for a local collection's rows (rankers.Hybrid)
+    and for the hits of a backend that holds the documents (stored.hybrid): adaptive fusion's
+    scales, and the priors that the query gate and the cross-check give (signals.py)."""
+
+    options: HybridConfig
+    normalized: bool  # the embeddings are normalised: dense scores are cosines
+    gate: signals.QueryGate | None
+
+    def scales(self, dense_top: float | None, bm25_top: float | None, bound: float | None,
+               sparse: bool = False, sparse_top: float | None = None) -> dict[str, float]:
+        """What adaptive fusion divides each list's scores by, from each list's best score: a
+        cosine as it is (an unnormalised inner product over the query's best); BM25 over the
+        highest score the query's terms allow (`bound`), where the index knows it (None: over its
+        best score); a learned-sparse list over its best. The other fusions take scores as they are."""
+        if self.options.fusion != "adaptive":
+            return {}
+        if bound is not None:
+            bm25 = bound if bound > 0 else 1.0
+        else:
+            bm25 = max(abs(bm25_top), 1e-12) if bm25_top is not None else 1.0
+        out = {"dense": 1.0 if self.normalized or dense_top is None else max(abs(dense_top), 1e-12), "bm25": bm25}
+        if sparse:
+            out["sparse"] = max(sparse_top, 1e-12) if sparse_top is not None else 1.0
+        return out
+
+    def priors(self, weights: list[float], dense: RowRanking, bm25: RowRanking | None,
+               scale: float | None) -> list[float]:
+        """One query's priors: dense alone where the gate says so, else moved by the cross-check
+        where it is on; both need adaptive fusion over cosines, BM25 among the lists and its scale
+        from the bound (`scale`: None where the index does not know the bound)."""
+        if not (self.options.fusion == "adaptive" and self.normalized and bm25 is not None and scale is not None):
+            return weights
+        leaned = self.gate.weigh(weights, dense, bm25, scale) if self.gate is not None else None
+        if leaned is not None:
+            return leaned
+        return signals.checked_weights(weights, dense, bm25, scale) if self.options.cross_check else weights
 
 
 def fused(named: Mapping[str, Sequence[tuple[K, float]]], method: str, weights: Sequence[float] | None, k: float,

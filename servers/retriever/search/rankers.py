@@ -17,7 +17,7 @@ from ..session import Allowed, Session
 from . import learned_sparse, signals
 from .calibration import auto_vector_weight
 from .fusion import SCALERS
-from .hybrid import Fused, RowRanking, fused_rows, fused_scale
+from .hybrid import Fused, QueryFusion, RowRanking, fused_rows, fused_scale
 from .results import pick
 
 Scale = Callable[[float], float]
@@ -45,6 +45,11 @@ def text_only(s: Session, what: str) -> None:
     if s.config.is_multimodal:
         raise NotYetSupportedError(f"{what}: this collection holds images (is_multimodal), which have no text for "
                                    "BM25; search them with retriever_search")
+
+
+def _top(ranking: RowRanking) -> float | None:
+    """A ranking's best score (None: empty)."""
+    return float(ranking[1][0]) if len(ranking[1]) else None
 
 
 def _ranked(rows: Sequence[np.ndarray], scores: Sequence[np.ndarray]) -> list[Fused]:
@@ -123,41 +128,19 @@ class Hybrid:
         dense = compute.submit(Dense(self.query_instruction, self.ann).rows, s, queries, h.candidate_depth, allowed)
         b_rows, b_scores = BM25().rows(s, queries, h.candidate_depth, allowed)
         d_rows, d_scores = dense.result()
-        scales = self._scales(s, queries, d_scores)
         lists = {"dense": list(zip(d_rows, d_scores)), "bm25": list(zip(b_rows, b_scores))}
         # the learned-sparse list beside them or in BM25's place (sparse.hybrid; learned_sparse.py)
         lists, weights = learned_sparse.hybrid_lists(s, queries, h.candidate_depth, allowed, lists, weights)
-        if "sparse" in lists and h.fusion == "adaptive":  # over each query's best sparse score
-            for scale, (_, found) in zip(scales, lists["sparse"]):
-                scale["sparse"] = max(float(found[0]), 1e-12) if len(found) else 1.0
-        gate = signals.gate_for(s) if h.query_gate else None
-        return [fused_rows(s.collection, {name: ranked[i] for name, ranked in lists.items()},
-                           h.fusion, self._checked(s, weights, lists, scales, i, gate), h.rrf_k, depth, scales[i])
-                for i in range(len(queries))]  # in order: each query's gate is what the ones before it left
-
-    def _checked(self, s: Session, weights: list[float], lists: dict[str, list[RowRanking]],
-                 scales: list[dict[str, float]], i: int, gate: signals.QueryGate | None) -> list[float]:
-        """Query i's priors: dense alone where the query gate says so, else moved by the
-        cross-check where it is on (signals.py); both need adaptive fusion over cosines."""
         normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
-        if not (self.options.fusion == "adaptive" and normalized and "bm25" in lists):
-            return weights
-        dense, bm25, bound = lists["dense"][i], lists["bm25"][i], scales[i].get("bm25", 0.0)
-        leaned = gate.weigh(weights, dense, bm25, bound) if gate is not None else None
-        if leaned is not None:
-            return leaned
-        return signals.checked_weights(weights, dense, bm25, bound) if self.options.cross_check else weights
-
-    def _scales(self, s: Session, queries: list[str], d_scores: Sequence[np.ndarray]) -> list[dict[str, float]]:
-        """Adaptive fusion's absolute scales, per query: BM25 over the highest score its terms
-        allow; cosine as it is (inner products of unnormalised vectors: over the query's best)."""
-        if self.options.fusion != "adaptive" or s.bm25 is None:
-            return [{} for _ in queries]  # the other fusions take scores as they are
-        normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
+        rule = QueryFusion(h, normalized, signals.gate_for(s) if h.query_gate else None)
+        bounds = s.bm25.bounds(queries) if h.fusion == "adaptive" else [None] * len(queries)
         out = []
-        for bound, scores in zip(s.bm25.bounds(queries), d_scores):
-            dense = 1.0 if normalized or not len(scores) else max(abs(float(scores[0])), 1e-12)
-            out.append({"bm25": bound if bound > 0 else 1.0, "dense": dense})
+        for i, bound in enumerate(bounds):  # in order: each query's gate is what the ones before it left
+            ranked: dict[str, RowRanking] = {name: found[i] for name, found in lists.items()}
+            scales = rule.scales(_top(ranked["dense"]), None, bound, "sparse" in ranked,
+                                 _top(ranked["sparse"]) if "sparse" in ranked else None)
+            priors = rule.priors(weights, ranked["dense"], ranked.get("bm25"), scales.get("bm25"))
+            out.append(fused_rows(s.collection, ranked, h.fusion, priors, h.rrf_k, depth, scales))
         return out
 
     def depth(self, k: int) -> int:

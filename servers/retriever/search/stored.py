@@ -3,14 +3,17 @@ which ranks dense only, or with `index_backend_configs.milvus.full_text`, which 
 here: each retriever's hits come from the backend with their text, and hybrid fuses them by id
 with the same fusions as a local collection (fusion.py: adaptive, rrf, convex).
 
-What differs from a local collection's hybrid (search/rankers.py Hybrid):
+Each query's scales, query gate and cross-check are the local collection's rule
+(search/hybrid.py QueryFusion); the fusion is search/hybrid.py `fused`. What differs from a local
+collection's hybrid (search/rankers.py Hybrid):
 
 - adaptive fusion divides BM25 scores by the query's highest possible score, as locally, where
   the backend knows it: Milvus does not expose per-term document frequencies, so with
   `full_text_analyzer: bm25s` the writer keeps them in Milvus (indexes/milvus/df.py) and the
   bound is (k1 + 1) times the sum of the query's terms' idf (bm25s's bound times Milvus's (k1 + 1):
   the same scaled scores). Without them (`full_text_analyzer: milvus`) each query's BM25 scores
-  are divided by its own best BM25 score (the rule used for unnormalised dense inner products).
+  are divided by its own best BM25 score (the rule used for unnormalised dense inner products),
+  and the gate and the cross-check, which need the bound, keep the fusion's priors.
 - `hybrid.vector_weight: null` (auto) is 0.5: the self-retrieval check (calibration.py) reads
   local rows and keeps its result in a local file, neither of which exists in this mode.
 """
@@ -30,7 +33,7 @@ from ..session import Session
 from ..types import Hit, Hits
 from . import learned_sparse, signals
 from .fusion import SCALERS
-from .hybrid import fused, fused_hits, fused_scale
+from .hybrid import QueryFusion, fused, fused_hits, fused_scale
 from .rankers import Dense, Hybrid, text_only
 from .results import as_groups, pick
 from .spec import Spec, staged
@@ -90,9 +93,9 @@ def hybrid(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
     if where == "fused":
         w = [w[0], w[1] / 2, w[1] / 2]
     normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
-    # the query gate, as locally (signals.py): needs BM25's bound, which Milvus gives with the bm25s analyzer
-    gate = (signals.gate_for(s)
-            if h.query_gate and h.fusion == "adaptive" and normalized and where != "instead_of_bm25" else None)
+    # the query gate and the cross-check, as locally (hybrid.QueryFusion): they need BM25's bound,
+    # which Milvus gives with the bm25s analyzer
+    rule = QueryFusion(h, normalized, signals.gate_for(s) if h.query_gate else None)
 
     def rank(chunk: list[str], top: int) -> Hits:
         vectors = embedder.encode_queries(chunk, pick(ranker.query_instruction, s.config.query_instruction))
@@ -102,18 +105,23 @@ def hybrid(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
         bounds = _bounds(s, h, chunk) if text is not None else [None] * len(chunk)
         fused = []
         for i, (d, bound) in enumerate(zip(dense.result(), bounds, strict=True)):
-            lists, scales = {"dense": d}, _scales(h, d, text[i] if text is not None else [], normalized, bound)
-            if text is not None:
-                lists["bm25"] = text[i]
-            if learned is not None:  # adaptive: over the query's best sparse score, as locally
-                lists["sparse"] = learned[i]
-                scales = {**scales, "sparse": max(float(learned[i][0].score), 1e-12) if learned[i] else 1.0}
-            leaned = (gate.weigh(w, *signals.hits_as_rows(d, lists["bm25"]), bound)
-                      if gate is not None and bound is not None else None)
-            fused.append(fused_hits(lists, h.fusion, leaned or w, h.rrf_k, top, scales))
+            lists = {"dense": d, **({"bm25": text[i]} if text is not None else {}),
+                     **({"sparse": learned[i]} if learned is not None else {})}
+            scales = rule.scales(_top(d), _top(lists.get("bm25", [])), bound, "sparse" in lists,
+                                 _top(lists.get("sparse", [])))
+            priors = w
+            if "bm25" in lists:  # the gate and the cross-check read rows: the hits numbered by id
+                priors = rule.priors(w, *signals.hits_as_rows(d, lists["bm25"]),
+                                     scales.get("bm25") if bound is not None else None)
+            fused.append(fused_hits(lists, h.fusion, priors, h.rrf_k, top, scales))
         return fused
 
     return staged(s, spec, lambda: fused_scale(h.fusion, w, h.rrf_k), rank)
+
+
+def _top(hits: Sequence[Hit]) -> float | None:
+    """A list's best score (None: empty)."""
+    return float(hits[0].score) if hits else None
 
 
 def _embedder(s: Session, what: str) -> Embedder:
@@ -129,18 +137,6 @@ def _bounds(s: Session, h: HybridConfig, queries: list[str]) -> list[float | Non
     found = getattr(s.dense, "bm25_bounds", None) if h.fusion == "adaptive" else None
     bounds = found(queries) if callable(found) else None
     return list(bounds) if bounds is not None else [None] * len(queries)
-
-
-def _scales(h: HybridConfig, dense: Sequence[Hit], text: Sequence[Hit], normalized: bool,
-            bound: float | None = None) -> dict[str, float]:
-    """Adaptive fusion's scales for one query: cosine as it is (an unnormalised inner product over
-    the query's best); BM25 over the highest score the query's terms allow (`bound`) where known,
-    else over the query's best BM25 score (see the module's docstring)."""
-    if h.fusion != "adaptive":
-        return {}
-    best = max(abs(float(text[0].score)), 1e-12) if text else 1.0
-    scale = bound if bound is not None and bound > 0 else best
-    return {"dense": 1.0 if normalized or not dense else max(abs(float(dense[0].score)), 1e-12), "bm25": scale}
 
 
 # ---- multi-query and fan-out over hits the backend returns -------------------------------------
