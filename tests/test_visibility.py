@@ -211,6 +211,19 @@ def test_a_writer_deletes_only_what_it_sees(writable: Any) -> None:
     assert "qq7hidden" in reply(writable, HR, "get_document", {"ids": ["hb-1"]})
 
 
+def test_a_restricted_writer_may_not_sync_the_sources(built_project: Path, tmp_path: Path) -> None:
+    """sync_sources writes the YAML's folders without a caller's write checks (the groups it holds,
+    the documents it sees): under visibility it is refused to a restricted caller, as the tools
+    that cannot apply visibility are (api/grants.py UNSEEING), and allowed to the operator."""
+    from retriever.api.grants import unseeing
+
+    engine = engine_for(visibility_project(built_project, tmp_path / "p"))
+    engine.init()
+    assert "security.visibility is on" in (unseeing(WRITER, "sync_sources", engine) or "")
+    assert unseeing(OPERATOR, "sync_sources", engine) is None
+    assert unseeing(WRITER, "retriever_add", engine) is None  # its own checks apply (the tests above)
+
+
 # ---- over real HTTP: two static tokens on `retriever serve --transport http` ----------------------
 
 TOKENS = {"reader": "tok-vis-reader-5d1e", "hr": "tok-vis-hr-9a3c"}

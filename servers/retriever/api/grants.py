@@ -84,6 +84,8 @@ UNSEEING = {
     "retriever_graph_search": "its graph's triples come from every document",
     "retriever_extract_triples": "it reads documents into a graph every caller's graph search walks",
     "retriever_deploy_search": "the deployed retriever answers as this server's operator",
+    "sync_sources": "it writes the YAML's folders as they are, without the checks a caller's own writes get "
+                    "(groups it holds, documents it sees)",
 }
 
 
