@@ -11,7 +11,7 @@ from pydantic import Field
 
 from ..errors import IndexMissingError
 from ..search import rerank
-from ..search.kinds import MODES
+from ..search.kinds import DEFAULT_MODE, MODES
 from ..search.results import as_queries
 from ..types import Payload
 from . import calls, resources
@@ -61,7 +61,7 @@ SEARCH_DOC = ("Search the document collection. mode: hybrid (default, best: mean
 
 class SearchRequest(Request):
     query: Query
-    mode: Annotated[Mode, Field(description="hybrid, dense or bm25.")] = "hybrid"
+    mode: Annotated[Mode, Field(description="hybrid, dense or bm25.")] = DEFAULT_MODE
     top_k: Annotated[int | None, Field(ge=1, le=1000, description="Hits per query (default 5).")] = None
     filters: Filters = None
     collection: Collection = None

@@ -54,7 +54,7 @@ def with_warnings(reply: Payload, warnings: list[str]) -> Payload:
 
 
 def mode_search(engine: Retriever, mode: str, queries: list[str], k: int | None, r: Any) -> Hits:
-    """`queries` searched with `mode` (a kind of search/rankers.py, its request from
+    """`queries` searched with `mode` (a kind of search/kinds.py, its request from
     models.SEARCH_REQUESTS) and the request's filters and scores."""
     kind = SEARCH_REQUESTS.get(mode)
     if kind is None:

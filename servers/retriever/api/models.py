@@ -281,7 +281,7 @@ class _Modes(_Scores, _Reply):
     """A search that runs a retriever kind (`mode`) per phrasing or per collection, then fuses."""
 
     top_k: TopK = None
-    mode: Mode = "hybrid"
+    mode: Mode = DEFAULT_MODE
     query_instruction: QueryInstruction = None
     candidate_depth: CandidateDepth = None
 

@@ -382,7 +382,7 @@ class Retriever:
         return search_groups(lambda qs: self.hybrid_search(qs, top_k, **options), batch_query_list)
 
     def multi_query_search(self, question_list: Sequence[str | Sequence[str]], top_k: int | None = None,
-                           mode: str = "hybrid", query_instruction: str | None = None,
+                           mode: str = DEFAULT_MODE, query_instruction: str | None = None,
                            candidate_depth: int | None = None, score_threshold: float | None = None,
                            scale_score: bool = False, filters: dict[str, Any] | None = None) -> list[list[Hit]]:
         """Several phrasings per question, each searched `candidate_depth` deep with `mode`
@@ -422,7 +422,7 @@ class Retriever:
         return s if name == s.config.collection_name else self._others.session(self.base_config, self.base_dir, name, s)
 
     def fanout_search(self, query_list: str | Sequence[str], collections: Sequence[str], top_k: int | None = None,
-                      mode: str = "hybrid", query_instruction: str | None = None, candidate_depth: int | None = None,
+                      mode: str = DEFAULT_MODE, query_instruction: str | None = None, candidate_depth: int | None = None,
                       filters: dict[str, Any] | None = None, score_threshold: float | None = None,
                       scale_score: bool = False) -> tuple[list[list[Hit]], dict[str, str]]:
         """One search over several collections, fused with RRF (see search/fanout.py)."""

@@ -5,7 +5,7 @@ agent `search` tool (`McpServer` in over_mcp.py, over streamable HTTP with its b
 open across calls).
 
 A search here is the MCP agent's `search` (api/agent.py): the same request models and searches
-(api/models.py SEARCH_REQUESTS, api/hits.py HITS), mode hybrid and scores scaled to 0..1 by
+(api/models.py SEARCH_REQUESTS, api/hits.py hits), mode hybrid and scores scaled to 0..1 by
 default, and a file's chunk cites its place in `source` as the agent's hit does. Scores are the
 engine's, unrounded (the service's to 6 decimals, the MCP agent's to 4, as they send them).
 """
@@ -26,6 +26,7 @@ from ..api.models import SEARCH_REQUESTS, argument_problems
 from ..api.resources import uri
 from ..errors import InvalidInputError, RemoteError
 from ..retry import Retryable, RetryPolicy, retried_status
+from ..search.kinds import DEFAULT_MODE
 from ..security.redaction import detail
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class SearchOptions:
     """A search's options, the agent's names (filters in our language: filters.py). None: the
     YAML's value (the service's for `from_url`)."""
 
-    mode: str = "hybrid"  # hybrid, dense, bm25 or sparse
+    mode: str = DEFAULT_MODE  # a kind of search/kinds.py: hybrid, dense, bm25 or sparse
     top_k: int | None = None
     filters: dict[str, Any] | None = None
     score_threshold: float | None = None
