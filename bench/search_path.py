@@ -117,8 +117,13 @@ def main() -> None:
     ap.add_argument("--after", help="default: the working tree")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="search-path-"))
-    sides = {"before": (args.before, measure(checkout(args.before, work))),
-             "after": (args.after or "the working tree", measure(checkout(args.after, work)))}
+    try:
+        sides = {"before": (args.before, measure(checkout(args.before, work))),
+                 "after": (args.after or "the working tree", measure(checkout(args.after, work)))}
+    finally:  # the worktrees made for the two checkouts go again
+        for tree in work.glob("tree-*"):
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False,
+                           capture_output=True)
     rows = []
     for label, key in (("frames (hops) under the compute hop, to BM25's index search", "hops"),
                        ("modules they are in", "modules"), ("request models validated", "requests"),

@@ -120,6 +120,10 @@ def main() -> None:
             "|---|---|---|---|---|\n" + "\n".join(rows) + f"\n\nAll equal to 4 decimals: {'yes' if equal else 'NO'}.\n")
     write_section("search-unchanged", body, QUALITY)
     print(body)
+    if args.work is None:  # a temporary folder: its worktrees go with it (a --work folder keeps them for the next run)
+        for tree in work.glob("tree-*"):
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False,
+                           capture_output=True)
 
 
 if __name__ == "__main__":
