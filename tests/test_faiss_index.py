@@ -145,12 +145,12 @@ def test_an_ivf_index_from_the_yaml_answers_filtered_searches(tmp_path) -> None:
     config = write_project(tmp_path / "p")
     engine = ivf_engine(config, "IVF2,Flat", 2)
     flt = {"field": "meta.topic", "operator": "==", "value": "biology"}
-    hits = engine.search("cells and DNA", 3, filters=flt)[0]
+    hits = engine.search("cells and DNA", 3, filters=flt, mode="dense")[0]
     assert len(hits) == 3 and all(h.metadata["topic"] == "biology" for h in hits)
     exact = engine_for(config)
     exact.init(overwrite=True)
     exact.index(overwrite=True)
-    assert [h.id for h in exact.search("cells and DNA", 3, filters=flt)[0]] == [h.id for h in hits]  # all lists probed
+    assert [h.id for h in exact.search("cells and DNA", 3, filters=flt, mode="dense")[0]] == [h.id for h in hits]  # all lists probed
 
 
 def test_ann_training_samples_enough_rows_for_every_list() -> None:

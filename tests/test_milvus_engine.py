@@ -85,7 +85,7 @@ def test_the_same_ids_in_the_same_order_as_faiss_with_every_filter(project: Path
     report = m.index()
     assert report["documents"] == 30 and report["model"] == "sentence-transformers/all-MiniLM-L6-v2"
     for spec in [None, *FILTERS]:
-        want = [[h.id for h in hits] for hits in faiss.search(QUERIES, top_k=7, filters=spec)]
+        want = [[h.id for h in hits] for hits in faiss.search(QUERIES, top_k=7, filters=spec, mode="dense")]
         got = [[h.id for h in hits] for hits in m.search(QUERIES, top_k=7, filters=spec, mode="dense")]
         assert got == want, spec
         if spec is not None:  # and the filter itself is right
