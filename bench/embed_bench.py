@@ -284,7 +284,7 @@ def static_hybrid() -> str:
     lines = ["Static model (model2vec, distilled here from the packaged MiniLM) as the dense side of hybrid search, "
              f"SciFact test, measured {time.strftime('%Y-%m-%d')} (`bench/embed_bench.py --static-hybrid`):", "",
              "| search | nDCG@10 | Recall@100 |", "|---|---|---|"]
-    for label, run in [("BM25 alone", e.bm25_search(qtexts, 100)), ("static dense alone", e.search(qtexts, 100))]:
+    for label, run in [("BM25 alone", e.bm25_search(qtexts, 100)), ("static dense alone", e.search(qtexts, 100, mode="dense"))]:
         m = evaluate({q: [(h.id, h.score) for h in hits] for q, hits in zip(qids, run, strict=True)}, qrels)
         lines.append(f"| {label} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} |")
     for fusion in ("rrf", "convex"):

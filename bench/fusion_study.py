@@ -116,7 +116,7 @@ def runs(name: str) -> dict[str, Any]:
     _, queries_path, qrels_path = materialise(name)
     engine = engine_for(name)
     qids, qrels, qtexts = judged(queries_path, qrels_path)
-    dense = engine.search(qtexts, DEPTH)
+    dense = engine.search(qtexts, DEPTH, mode="dense")
     bm25 = engine.bm25_search(qtexts, DEPTH)
     s = engine.session
     qvecs = s.embedder.encode_queries(qtexts, "")

@@ -36,7 +36,7 @@ def main() -> None:
     for name, qrels in splits.items():
         qids = list(qrels)
         texts = [queries[q] for q in qids]
-        dense = engine.search(texts, 1000)
+        dense = engine.search(texts, 1000, mode="dense")
         bm25 = engine.bm25_search(texts, 1000)
         runs[name] = {q: ([(h.id, h.score) for h in d], [(h.id, h.score) for h in b]) for q, d, b in zip(qids, dense, bm25)}
 

@@ -141,6 +141,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     filters = _filters(args.filters)
     engine = _engine(args, **({"backend": "bm25"} if args.mode in ("bm25", "sparse") else {}))  # loads no model
+    args.mode = args.mode or engine.default_mode()  # none named: hybrid where the collection answers it
     try:
         out = _search(engine, args.mode, [args.text], args.k, filters)
     except IndexMissingError as e:

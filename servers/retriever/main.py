@@ -220,9 +220,10 @@ def parser() -> argparse.ArgumentParser:
     s = add("search", "search the saved indexes")
     s.add_argument("text", help="the query")
     s.add_argument("-k", type=_positive, default=10, help="hits to show (default 10)")
-    s.add_argument("--mode", choices=MODES, default=DEFAULT_MODE,
+    s.add_argument("--mode", choices=MODES, default=None,
                    help=f"hybrid: dense + BM25 fused (the best ranking); dense; bm25 (loads no embedding model); "
-                        f"default {DEFAULT_MODE}, as every search surface")
+                        f"default {DEFAULT_MODE} where the collection has both indexes, else the one it has "
+                        "(as the library and the deploy service)")
     s.add_argument("--filters", help='a filter as JSON, e.g. \'{"field": "meta.year", "operator": ">=", "value": 2020}\'')
     s.add_argument("--json", action="store_true", help="the hits as JSON on stdout")
     s.set_defaults(fn=cmd_search)

@@ -95,6 +95,9 @@ EfSearch = Annotated[int | None, Field(
 Mode = Annotated[Literal[MODES], Field(  # type: ignore[valid-type]
     description="The search each query (or collection) runs: hybrid (dense + BM25 fused), dense or bm25. "
     "Default: hybrid.")]
+DeployMode = Annotated[Literal[MODES] | None, Field(  # type: ignore[valid-type]
+    description="The search the queries run: hybrid (dense + BM25 fused), dense or bm25. Default: hybrid where "
+    "the collection has both indexes, else the one it has.")]
 Collections = Annotated[list[str], Field(
     description="Collections to search together ('' = the default one); retriever_list_collections lists them.")]
 Overwrite = Annotated[bool | None, Field(

@@ -26,6 +26,7 @@ from .fields import (
     CollectionName,
     Collections,
     CorpusPath,
+    DeployMode,
     Description,
     DocFormat,
     DocPath,
@@ -353,19 +354,21 @@ class DeploySearchRequest(_Scores, _Reply, _Fusion):
     top_k: TopK = None
     query_instruction: QueryInstruction = None
     collection_name: Searched = None
-    mode: Mode = DEFAULT_MODE
+    mode: DeployMode = None
 
-    def as_search(self) -> BM25SearchRequest:
+    def as_search(self, default: str = DEFAULT_MODE) -> BM25SearchRequest:
         """The search tool's request this one is (SearchRequest, BM25SearchRequest or
-        HybridSearchRequest). UltraRAG's collection_name "" means the service's own collection."""
+        HybridSearchRequest); without a mode, `default` (the engine's default_mode: hybrid where
+        the collection answers it). UltraRAG's collection_name "" means the service's own collection."""
+        mode = self.mode or default
         fusion = {k: v for k, v in self.options(*_Fusion.model_fields).items() if v is not None}
-        if fusion and FUSION not in KINDS[self.mode].options:
-            raise InvalidInputError(f"{', '.join(fusion)} apply to mode 'hybrid', not {self.mode!r}")
+        if fusion and FUSION not in KINDS[mode].options:
+            raise InvalidInputError(f"{', '.join(fusion)} apply to mode 'hybrid', not {mode!r}")
         data = self.model_dump(exclude={"mode", *_Fusion.model_fields})
         data["collection_name"] = self.collection_name or None
-        if INSTRUCTION not in KINDS[self.mode].options:
+        if INSTRUCTION not in KINDS[mode].options:
             data.pop("query_instruction")  # UltraRAG's clients always send one; BM25 has no use for it
-        return SEARCH_REQUESTS[self.mode](**data, **fusion)
+        return SEARCH_REQUESTS[mode](**data, **fusion)
 
 
 class DeployClientRequest(DeploySearchRequest):

@@ -224,19 +224,36 @@ class Retriever:
     def search(self, query_list: str | Sequence[str], top_k: int | None = None,
                query_instruction: str | None = None, score_threshold: float | None = None,
                scale_score: bool = False, filters: dict[str, Any] | None = None,
-               collection_name: str | None = None, ann: dict[str, int] | None = None, mode: str = DEFAULT_MODE,
+               collection_name: str | None = None, ann: dict[str, int] | None = None, mode: str | None = None,
                **fusion: Any) -> list[list[Hit]]:
-        """A search of kind `mode` (search/kinds.py: hybrid, the default and the best we have, dense,
-        bm25, sparse), per query its top `top_k` hits. `scale_score` maps scores to 0..1 (each kind's
+        """A search of kind `mode` (search/kinds.py: hybrid, dense, bm25, sparse; None: the best the
+        collection answers, `default_mode`: hybrid where it has both indexes), per query its top
+        `top_k` hits. `scale_score` maps scores to 0..1 (each kind's
         own map); `score_threshold` drops hits below it (after scaling, if asked); `filters` (see
         filters.py) limits the candidates before the top k is taken; `collection_name` searches that
         collection (None: the current one); `ann` sets an ANN index's nprobe / efSearch for this
         call (None: the YAML's); `fusion` (fusion, vector_weight, rrf_k, candidate_depth) sets
         hybrid's options for this call."""
         s = self.searched("search", collection_name)
-        spec = Spec(self._ranker(s, mode, query_instruction, ann, fusion), as_queries(query_list), self._k(s, top_k),
+        ranker = self._ranker(s, mode or self.default_mode(s), query_instruction, ann, fusion)
+        spec = Spec(ranker, as_queries(query_list), self._k(s, top_k),
                     None if filters is None else parse_filter(filters), scale_score, score_threshold)
         return documents_of(s).search(s, spec)  # where the session's documents live (documents.py)
+
+    def default_mode(self, s: Session | None = None) -> str:
+        """The mode a search that names none runs (the library's, `retriever search`'s, the deploy
+        service's /search): hybrid (search/kinds.py DEFAULT_MODE, the best we have) where the
+        collection answers it, else the kind it has: dense without a BM25 index (a Milvus collection
+        in demo mode, a corpus only embedded), bm25 without an embedding model."""
+        s = s or self.session
+        if s is None:
+            return DEFAULT_MODE
+        text = documents_of(s).text_documents(s) is not None
+        if s.embedder is None:
+            return "bm25"
+        if s.dense is None and s.held is None:
+            return "bm25" if text else DEFAULT_MODE  # nothing to search: hybrid's error names both indexes
+        return DEFAULT_MODE if text else "dense"
 
     def _ranker(self, s: Session, mode: str, query_instruction: str | None, ann: dict[str, int] | None,
                 fusion: dict[str, Any]) -> Ranker:

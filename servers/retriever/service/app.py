@@ -87,8 +87,8 @@ class Service:
                 self.problem = "no index is loaded; build them first with `retriever index`"
                 log.error("not ready: %s", self.problem)
                 return
-            if self.engine.dense is not None:
-                await asyncio.to_thread(self.engine.search, ["warm-up"], 1)
+            if self.engine.dense is not None:  # the model and the dense index (BM25 may not be built)
+                await asyncio.to_thread(lambda: self.engine.search(["warm-up"], 1, mode="dense"))
             self.problem = None
             log.info("ready: %s", json.dumps(status))
         except Exception as e:  # the log has the details; the process stays up for /healthz
@@ -218,7 +218,7 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
     service = Service(engine)
 
     async def search(http: HTTPRequest) -> Response:
-        request = (await _request(http, DeploySearchRequest)).as_search()
+        request = (await _request(http, DeploySearchRequest)).as_search(engine.default_mode())
         return _denied(engine, "/search", "read", request) or await service.search(request, http)
 
     async def tool(http: HTTPRequest) -> Response:
