@@ -44,3 +44,26 @@ def write_section(name: str, body: str, out: Path = RESULTS) -> None:
     else:
         new = old.rstrip() + "\n\n" + section + "\n"
     out.write_text(new)
+
+
+def checkout(rev: str | None, work: Path) -> Path:
+    """The servers/ folder of commit `rev` (a git worktree made under `work`, kept for a next run
+    there); None: this working tree's."""
+    import subprocess
+
+    if rev is None:
+        return ROOT / "servers"
+    tree = work / f"tree-{rev}"
+    if not tree.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True,
+                       capture_output=True)
+    return tree / "servers"
+
+
+def remove_checkouts(work: Path) -> None:
+    """The git worktrees `checkout` made under `work`, removed."""
+    import subprocess
+
+    for tree in work.glob("tree-*"):
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False,
+                       capture_output=True)

@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from report import ROOT, write_section
+from report import checkout, remove_checkouts, write_section
 
 PROBE = r'''
 import asyncio, json, sys, tempfile, traceback
@@ -101,16 +101,6 @@ def measure(servers: Path) -> dict:
     return found
 
 
-def checkout(rev: str | None, work: Path) -> Path:
-    if rev is None:
-        return ROOT / "servers"
-    tree = work / f"tree-{rev}"
-    if not tree.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True,
-                       capture_output=True)
-    return tree / "servers"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", required=True)
@@ -121,9 +111,7 @@ def main() -> None:
         sides = {"before": (args.before, measure(checkout(args.before, work))),
                  "after": (args.after or "the working tree", measure(checkout(args.after, work)))}
     finally:  # the worktrees made for the two checkouts go again
-        for tree in work.glob("tree-*"):
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False,
-                           capture_output=True)
+        remove_checkouts(work)
     rows = []
     for label, key in (("frames (hops) under the compute hop, to BM25's index search", "hops"),
                        ("modules they are in", "modules"), ("request models validated", "requests"),

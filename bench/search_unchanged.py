@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from report import ROOT, SCIFACT, write_section
+from report import ROOT, SCIFACT, checkout, remove_checkouts, write_section
 
 QUALITY = ROOT / "bench" / "QUALITY.md"
 RUNS = [("dense", {}), ("bm25", {}), ("hybrid", {"hybrid.fusion": "adaptive"}),
@@ -69,16 +69,6 @@ def build_held(servers: Path, folder: Path) -> None:
         raise SystemExit(f"the full_text build failed: {proc.stderr[-2000:]}")
 
 
-def checkout(rev: str | None, work: Path) -> Path:
-    if rev is None:
-        return ROOT / "servers"
-    tree = work / f"tree-{rev}"
-    if not tree.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True,
-                       capture_output=True)
-    return tree / "servers"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", required=True, help="the commit to compare with (e.g. landed main)")
@@ -121,9 +111,7 @@ def main() -> None:
     write_section("search-unchanged", body, QUALITY)
     print(body)
     if args.work is None:  # a temporary folder: its worktrees go with it (a --work folder keeps them for the next run)
-        for tree in work.glob("tree-*"):
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False,
-                           capture_output=True)
+        remove_checkouts(work)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ One test runs over real HTTP: `retriever serve --transport http` with two static
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import hashlib
 import json
 import os
@@ -25,9 +24,10 @@ import yaml
 from conftest import BIN, copy_built
 from fastmcp import Client
 from retriever.mcp.server import build_server
-from retriever.security.principals import OPERATOR, PRINCIPAL, Principal
+from retriever.security.principals import OPERATOR, Principal
 from retriever.testing.net import free_port, wait_http
 from retriever.testing.projects import engine_for
+from test_principals import as_principal
 
 MARK = ("qq7hidden", "mauvelemur")  # in every hidden document's text and metadata
 Q = "zebrafinch migration at dawn"
@@ -60,13 +60,6 @@ def visibility_project(built_project: Path, dest: Path) -> Path:
     engine.init()
     engine.add(PLANTED)
     return config
-
-
-def as_principal(principal: Principal, work: Any) -> Any:
-    """`work()` (a coroutine function) run as `principal`, as the HTTP guard sets it for a request."""
-    ctx = contextvars.copy_context()
-    ctx.run(PRINCIPAL.set, principal)
-    return ctx.run(asyncio.run, work())
 
 
 @pytest.fixture(scope="module")
