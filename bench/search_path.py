@@ -5,8 +5,9 @@ repository, each measured in its own process with PYTHONPATH at its servers/:
   corpus: the retriever frames on the stack where BM25's index is searched (hops, and the modules
   they are in). The agent's call runs on the compute thread, so the frames counted are those
   from the compute thread's worker down; the MCP client's and server's frames above it are not;
-- the request models validated in that call (api/models.py Request subclasses: __init__ and
-  model_validate) and HybridConfig validations;
+- the validations of that call's arguments: by the tool function's signature (a TypeAdapter of a
+  function, as FastMCP and the stdio server check a call) and of request models (api/models.py
+  Request subclasses: __init__ and model_validate); and HybridConfig validations;
 - functions of engine/, search/ and api/ with 7 or more parameters, and the longest.
 
     .venv/bin/python bench/search_path.py --before <rev> [--after <rev>]
@@ -47,7 +48,7 @@ from retriever.mcp.server import build_server
 
 e = engine_for(write_project(Path(tempfile.mkdtemp()) / "p"))
 e.init(); e.embed(progress=False); e.index(); e.bm25_index(progress=False)
-stacks, counts = [], {"requests": 0, "hybrid_config": 0}
+stacks, counts = [], {"signatures": 0, "requests": 0, "hybrid_config": 0}
 search = bm25_module.BM25Index.search
 def traced(self, *a, **k):
     stacks.append([f for f in traceback.extract_stack() if f.filename.startswith(str(root))])
@@ -65,11 +66,17 @@ def counting_validate(cls, *a, **k):
     count(cls)
     return validate(cls, *a, **k)
 pydantic.BaseModel.__init__, pydantic.BaseModel.model_validate = counting_init, counting_validate
+adapted = pydantic.TypeAdapter.validate_python
+def counting_adapted(self, *a, **k):
+    schema = self.core_schema  # a function's arguments (a 'call' schema): a tool's signature
+    counts["signatures"] += (schema["schema"] if schema["type"] == "definitions" else schema)["type"] == "call"
+    return adapted(self, *a, **k)
+pydantic.TypeAdapter.validate_python = counting_adapted
 server = build_server(e, profile="agent")
 async def main():
     async with Client(server) as client:
         await client.call_tool("search", {"query": "what causes tides"})  # warm
-        stacks.clear(); counts.update(requests=0, hybrid_config=0)
+        stacks.clear(); counts.update(signatures=0, requests=0, hybrid_config=0)
         await client.call_tool("search", {"query": "what causes tides"})
 asyncio.run(main())
 frames = [f"{Path(f.filename).relative_to(root)}:{f.name}" for f in stacks[0]]
@@ -114,13 +121,16 @@ def main() -> None:
         remove_checkouts(work)
     rows = []
     for label, key in (("frames (hops) under the compute hop, to BM25's index search", "hops"),
-                       ("modules they are in", "modules"), ("request models validated", "requests"),
+                       ("modules they are in", "modules"),
+                       ("validations of the arguments (the two rows below)", "validations"),
+                       ("by the tool's signature", "signatures"), ("request models validated", "requests"),
                        ("HybridConfig validations", "hybrid_config"),
                        ("functions with 7+ parameters (engine/, search/, api/)", "n_long"),
                        ("the longest signature", "longest")):
         cells = []
         for _, m in sides.values():
             value = {"hops": len(m["frames"]), "modules": len({f.split(":")[0] for f in m["frames"]}),
+                     "validations": m["signatures"] + m["requests"],
                      "n_long": len(m["long"]), "longest": f"{m['long'][0][0]} ({m['long'][0][1]})" if m["long"] else "-",
                      }.get(key, m.get(key))
             cells.append(str(value))

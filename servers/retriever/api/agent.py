@@ -16,7 +16,7 @@ from ..search.results import as_queries
 from ..types import Payload
 from . import calls, resources
 from .fields import Filters, MetadataMap
-from .models import SEARCH_REQUESTS, Request
+from .models import SEARCH_REQUESTS, BM25SearchRequest, Request
 from .models import AddRequest as ClassicAdd
 from .replies import AGENT_MORE, budgeted
 
@@ -80,11 +80,20 @@ SEARCH_SCHEMA = {"type": "object", "properties": {
     "warnings": _WARNINGS, "truncated": {"type": "object"}}, "required": ["results"]}
 
 
+def as_kind(r: SearchRequest) -> BM25SearchRequest:
+    """The request of the kind `r.mode` names (api/models.py SEARCH_REQUESTS), built from `r`'s values
+    without validating them again: each was validated as `r` was (with ranges as narrow as the kind's
+    or narrower: top_k, window, offset; the same types: query, filters, collection; finite numbers),
+    the two constants are valid, and every other field takes its default (tests/test_one_validation.py
+    re-validates what this builds)."""
+    return SEARCH_REQUESTS[r.mode].model_construct(
+        query_list=r.query, top_k=r.top_k, filters=r.filters, window=r.window, offset=r.offset,
+        collection_name=r.collection, scale_score=True, return_metadata=True)
+
+
 def search(engine: Retriever, r: SearchRequest) -> Payload:
     opened(engine)
-    request = SEARCH_REQUESTS[r.mode](query_list=r.query, top_k=r.top_k, filters=r.filters, window=r.window,
-                                      offset=r.offset, collection_name=r.collection, scale_score=True,
-                                      return_metadata=True)
+    request = as_kind(r)
     try:
         with rerank.collecting() as failed:  # the YAML's cross-encoder stage: its warnings are the agent's too
             found = calls.hits(engine, request)

@@ -89,9 +89,12 @@ class Request(BaseModel):
 
     @model_validator(mode="after")
     def _finite(self) -> Request:
-        """NaN and infinities (JSON has neither; a client's parser may read `NaN` or 1e400) are refused in
-        every argument, nested ones (a document's metadata, a filter's value) included. Not a ValueError: the
-        frameworks that build requests inside a tool's body pass it on as the client's error, not as a bug."""
+        return self.check_finite()
+
+    def check_finite(self) -> Request:
+        """NaN and infinities (JSON has neither) are refused in every argument, nested ones included (also run on
+        a request built from arguments validated by signature: mcp/core.py). Not a ValueError: the frameworks
+        that build requests inside a tool's body pass it on as the client's error, not as a bug."""
         for name in type(self).model_fields:
             where = non_finite(getattr(self, name))
             if where is not None:

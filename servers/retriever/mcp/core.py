@@ -62,9 +62,14 @@ def served_tools(engine: Retriever, read_only: bool | None = None, ultrarag: boo
 def tool_function(name: str, model: type[Request], serve: Callable[[Request], Awaitable[T]],
                   returns: Any = inspect.Signature.empty) -> Callable[..., Awaitable[T]]:
     """An async function whose keyword parameters are `model`'s fields (with their descriptions,
-    defaults and ranges), so FastMCP's input schema is the model's; it validates into the model
-    and serves it. No docstring: the description is given to FastMCP as such (server.py), which
-    otherwise imports griffe and parses every docstring at start-up (0.03-0.13 s of build_server here).
+    defaults and ranges), so FastMCP's input schema is the model's. Its caller validates the arguments
+    by that signature (FastMCP's adapter, or Gate.request's), the one validation of a call: the body
+    builds the model from them without validating them again (model_construct: each field's type,
+    range and validators have run; `extra="forbid"` is the signature's refusal of an unknown
+    argument), runs the model's one check across values (Request.check_finite) and serves it
+    (tests/test_one_validation.py: it equals the model's own validation). No docstring: the
+    description is given to FastMCP as such (server.py), which otherwise imports griffe and parses
+    every docstring at start-up (0.03-0.13 s of build_server here).
     `returns`: the return annotation (FastMCP reads it)."""
     fields = sorted(model.model_fields.items(), key=lambda item: not item[1].is_required())
     params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[f.annotation, f],
@@ -72,7 +77,7 @@ def tool_function(name: str, model: type[Request], serve: Callable[[Request], Aw
               for n, f in fields]
 
     async def tool(**arguments: Any) -> T:
-        return await serve(model.model_validate(arguments))
+        return await serve(model.model_construct(**arguments).check_finite())
 
     tool.__name__ = tool.__qualname__ = name
     tool.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
@@ -206,7 +211,7 @@ class Gate:
 
     async def request(self, tool: Tool, arguments: dict[str, Any]) -> Request:
         """The tool's arguments checked as FastMCP checks them (the same signature, tool_function)
-        into its request."""
+        into its request: the call's one validation."""
         if tool.name not in self._validators:
             async def validated(request: Request) -> Request:
                 return request
