@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +38,11 @@ def corpora() -> dict[str, Path]:
     return paths
 
 
-def built(corpus: Path, name: str) -> Any:
+def built(corpus: Path, name: str, under: Path = OUT) -> Any:
     from retriever.config import load_config
     from retriever.engine.retriever import Retriever
 
-    out = OUT / name
+    out = under / name
     cfg = load_config(ROOT / "parameter.yaml", {
         "corpus_path": str(corpus), "embedding_path": str(out / "embedding.npy"), "docs_path": str(out / "docs"),
         "index_backend_configs": {"faiss": {"index_path": str(out / "faiss")}},
@@ -77,7 +78,7 @@ def main() -> None:
         t = time.perf_counter()
         e = built(corpus, name.split()[0])
         build[name] = time.perf_counter() - t
-        for mode, search in (("bm25", e.bm25_search), ("dense", e.search), ("hybrid", e.hybrid_search)):
+        for mode, search in (("bm25", e.bm25_search), ("dense", partial(e.search, mode="dense")), ("hybrid", e.hybrid_search)):
             run = {q: best_per_document(hits, 100) for q, hits in zip(qids, search(queries, 1000))}
             m = evaluate(run, qrels)
             rows.append((mode, name, m["ndcg@10"], m["recall@100"]))

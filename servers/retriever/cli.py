@@ -313,13 +313,16 @@ class _Progress:
 
 def _chunked(engine: Any, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records cut as the YAML's `chunking` says: `<id>:<n>`, each with its offsets."""
+    from .documents.pieces import pieces_for
     from .documents.split import chunk_records, chunks_of
     from .store.collection import parse_documents
 
     limit = engine.config.limits.max_chunks
+    cut = engine.config.chunking
+    pieces = pieces_for(engine.config, cut)
     out: list[dict[str, Any]] = []
     for doc in parse_documents(batch):
-        chunks = chunks_of(doc.text, engine.config.chunking, limit)
+        chunks = chunks_of(doc.text, cut, limit, pieces)
         if len(chunks) > limit:
             raise RetrieverError(f"document {doc.id!r}: more than limits.max_chunks ({limit}) chunks; nothing of this "
                                  "batch was added; raise it or set a larger chunking.length")

@@ -162,6 +162,7 @@ def _path_id(engine: Retriever, given: str, path: Path) -> str:
 
 
 def file_records(engine: Retriever, path: Path, source: str, metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    from ..documents.pieces import pieces_for
     from ..engine.ingest import chunking
     from ..sources.formats import parse_path
     from ..sources.records import FileStamp, chunk_records
@@ -171,7 +172,8 @@ def file_records(engine: Retriever, path: Path, source: str, metadata: dict[str,
     parsed = parse_path(path, limits, source)
     st = path.stat()
     stamp = FileStamp(None, source, st.st_size, st.st_mtime_ns, sha256_of(path))
-    records = chunk_records(source, parsed, stamp, chunking(engine.config), limits.max_chunks)
+    cut = chunking(engine.config)
+    records = chunk_records(source, parsed, stamp, cut, limits.max_chunks, pieces=pieces_for(engine.config, cut))
     check_count(f"retriever_ingest: chunks of {source!r}", len(records), "max_chunks", limits.max_chunks,
                 "send a shorter document or cut it with larger chunking.length; nothing was added")
     return [{**metadata, **rec} for rec in records]

@@ -85,15 +85,18 @@ class ChunkingConfig(Section):
     """Long documents cut into chunks when the corpus is opened (documents/split.py); the chunks
     are the collection's documents: ids `<doc id>:<n>`, the document's fields kept."""
 
-    by: Literal["none", "sentence", "word", "passage"] = "none"
-    length: int = Field(200, ge=1)  # units (sentences, words, passages) per chunk
+    # token: whole words, counted in the embedding model's tokens, so a chunk fits its window
+    by: Literal["none", "sentence", "word", "passage", "token"] = "none"
+    length: int = Field(200, ge=1)  # units (sentences, words, passages, tokens) per chunk
     overlap: int = Field(0, ge=0)  # units shared with the previous chunk
     levels: list[Annotated[int, Field(ge=1)]] = []  # a hierarchy instead: decreasing sizes, e.g. [512, 128, 32]
 
     @model_validator(mode="after")
     def _consistent(self) -> ChunkingConfig:
         if self.by == "none" and (self.levels or self.overlap):
-            raise ValueError("chunking: set `by` (sentence, word or passage) to use length, overlap or levels")
+            raise ValueError("chunking: set `by` (sentence, word, passage or token) to use length, overlap or levels")
+        if self.by == "token" and self.levels:
+            raise ValueError("chunking: levels (a hierarchy) cut by sentence, word or passage, not by token")
         if self.overlap >= self.length:
             raise ValueError(f"chunking: overlap ({self.overlap}) must be below length ({self.length})")
         return self

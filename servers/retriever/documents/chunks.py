@@ -14,6 +14,7 @@ from pathlib import Path
 from ..config import Config
 from ..errors import ConfigError
 from ..store.corpus import CorpusFile
+from .pieces import pieces_for
 from .split import chunk_records, chunks_of
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,8 @@ def chunked_corpus(cfg: Config) -> Path:
         raise ConfigError("chunking needs a corpus file (corpus_path)")
     source = CorpusFile.open(cfg.corpus_path, cfg.duplicate_ids)
     c = cfg.chunking
-    settings = json.dumps(c.model_dump(), sort_keys=True)
+    pieces = pieces_for(cfg, c)
+    settings = json.dumps({**c.model_dump(), **({"pieces": pieces.name} if pieces else {})}, sort_keys=True)
     key = hashlib.sha256(f"{source.fingerprint}\n{settings}".encode()).hexdigest()[:16]
     folder = cfg.paths().docs.parent
     target = folder / f"chunks-{key}.jsonl"
@@ -38,7 +40,7 @@ def chunked_corpus(cfg: Config) -> Path:
     with tmp.open("w", encoding="utf-8") as f:
         for row in range(len(source)):
             doc = source.get(row)
-            for record in chunk_records({**doc.metadata}, doc.text, chunks_of(doc.text, c), doc.id):
+            for record in chunk_records({**doc.metadata}, doc.text, chunks_of(doc.text, c, pieces=pieces), doc.id):
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
                 count += 1
     os.replace(tmp, target)

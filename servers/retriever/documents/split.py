@@ -1,5 +1,6 @@
 """Splitting a document's text into chunks with character offsets: by sentence (pysbd, rule-based,
-no model download), by word or by passage (blank lines), `length` units per chunk and `overlap`
+no model download), by word, by the embedding model's tokens (whole words, counted in its word
+pieces: documents/pieces.py) or by passage (blank lines), `length` units per chunk and `overlap`
 units shared with the previous chunk; and a hierarchy (Haystack's hierarchical splitter): chunks
 of `levels[0]` units, each split into chunks of `levels[1]`, ... with parent and level.
 
@@ -18,10 +19,11 @@ from typing import Any, Literal
 from ..config import ChunkingConfig
 from ..errors import InvalidInputError, MissingDependencyError
 from ..security.limits import check_cancel
+from .pieces import Pieces
 
 EVERY = 4096  # units or chunks between two looks at the caller's cancellation
 
-SplitBy = Literal["sentence", "word", "passage"]
+SplitBy = Literal["sentence", "word", "passage", "token"]
 Span = tuple[int, int]
 _WORD = re.compile(r"\S+")
 _PASSAGE = re.compile(r"\S(?:.*?\S)?(?=\s*\n\s*\n|\s*$)", re.DOTALL)
@@ -36,10 +38,10 @@ class Chunk:
 
 
 def units(text: str, by: SplitBy) -> list[Span]:
-    """The spans of `text`'s sentences, words or passages, in order."""
-    if by in ("word", "passage"):
+    """The spans of `text`'s sentences, words or passages, in order (by token: its words)."""
+    if by in ("word", "passage", "token"):
         found: list[Span] = []
-        for m in (_WORD if by == "word" else _PASSAGE).finditer(text):
+        for m in (_PASSAGE if by == "passage" else _WORD).finditer(text):
             found.append(m.span())
             if len(found) % EVERY == 0:
                 check_cancel("chunking")
@@ -75,8 +77,39 @@ def windows(spans: Sequence[Span], length: int, overlap: int, most: int | None =
     return out
 
 
-def split(text: str, by: SplitBy, length: int, overlap: int = 0, most: int | None = None) -> list[Chunk]:
-    return [Chunk(s, e) for s, e in windows(units(text, by), length, overlap, most)]
+def weighted_windows(spans: Sequence[Span], weights: Sequence[int], length: int, overlap: int,
+                     most: int | None = None) -> list[Span]:
+    """Consecutive runs of spans weighing at most `length` together (a heavier span alone), each
+    starting with the spans of the previous run's last `overlap` weight (`windows`, by weight)."""
+    if length < 1 or not 0 <= overlap < length:
+        raise InvalidInputError(f"chunking: length must be at least 1 and overlap in 0..length-1 "
+                                f"(got length {length}, overlap {overlap})")
+    import numpy as np
+
+    before = np.concatenate(([0], np.cumsum(weights, dtype=np.int64)))  # weight of the spans before each
+    out: list[Span] = []
+    first, n = 0, len(spans)
+    while first < n:
+        last = max(first + 1, int(np.searchsorted(before, before[first] + length, side="right")) - 1)
+        last = min(last, n)
+        out.append((spans[first][0], spans[last - 1][1]))
+        if last >= n or (most is not None and len(out) > most):
+            break
+        first = max(first + 1, int(np.searchsorted(before, before[last] - overlap, side="left")))
+        if len(out) % EVERY == 0:
+            check_cancel("chunking")
+    return out
+
+
+def split(text: str, by: SplitBy, length: int, overlap: int = 0, most: int | None = None,
+          pieces: Pieces | None = None) -> list[Chunk]:
+    spans = units(text, by)
+    if by == "token":
+        count = pieces or Pieces()
+        found = weighted_windows(spans, count([text[s:e] for s, e in spans]), length, overlap, most)
+    else:
+        found = windows(spans, length, overlap, most)
+    return [Chunk(s, e) for s, e in found]
 
 
 def split_hierarchy(text: str, by: SplitBy, levels: Sequence[int], most: int | None = None) -> list[Chunk]:
@@ -104,14 +137,18 @@ def split_hierarchy(text: str, by: SplitBy, levels: Sequence[int], most: int | N
     return out
 
 
-def chunks_of(text: str, cfg: ChunkingConfig, most: int | None = None) -> list[Chunk]:
+def chunks_of(text: str, cfg: ChunkingConfig, most: int | None = None, pieces: Pieces | None = None,
+              reserve: int = 0) -> list[Chunk]:
     """`text` cut as the `chunking` settings say (by none: one chunk, the whole text); past `most`
-    chunks the cutting stops (the list then has `most` + 1, for the caller to refuse)."""
+    chunks the cutting stops (the list then has `most` + 1, for the caller to refuse). By token,
+    `pieces` counts (documents/pieces.py `pieces_for`), and `reserve` of each chunk's `length` is
+    kept for a line the caller puts before it (its heading path), down to half the length."""
     if cfg.by == "none":
         return [Chunk(0, len(text))] if text.strip() else []
     if cfg.levels:
         return split_hierarchy(text, cfg.by, cfg.levels, most)
-    return split(text, cfg.by, cfg.length, cfg.overlap, most)
+    length = max(cfg.length - reserve, cfg.length // 2, cfg.overlap + 1) if cfg.by == "token" else cfg.length
+    return split(text, cfg.by, length, cfg.overlap, most, pieces)
 
 
 def chunk_records(record: dict[str, Any], text: str, chunks: Sequence[Chunk], source_id: str) -> Iterator[dict[str, Any]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import ChunkingConfig, Config, SourceConfig
+from ..documents.pieces import pieces_for
 from ..documents.split import chunk_records, chunks_of
 from ..errors import InvalidInputError
 from ..filters import parse as parse_filter
@@ -27,7 +28,8 @@ def ingest(s: Session, source_id: str, text: str, metadata: dict[str, Any],
            progress: bool) -> tuple[Session, dict[str, Any]]:
     check_source_id(source_id)
     limit = s.config.limits.max_chunks
-    chunks = chunks_of(text, chunking(s.config), limit)
+    cut = chunking(s.config)
+    chunks = chunks_of(text, cut, limit, pieces_for(s.config, cut))
     check_count(f"retriever_ingest: chunks of {source_id!r}", len(chunks), "max_chunks", limit,
                 "send a shorter document or cut it with larger chunking.length; nothing was added")
     return ingest_records(s, source_id, list(chunk_records(metadata, text, chunks, source_id)), progress)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..config.sources import SourceConfig
+from ..documents.pieces import pieces_for
 from ..errors import NotYetSupportedError, RetrieverError
 from ..security.limits import check_cancel
 from ..session import Session, bm25_manifest, build_bm25
@@ -130,6 +131,7 @@ class Syncer:
             self.cache = {_key(d.text): vectors[i] for i, d in enumerate(docs)}
         self.batch = Batch(self.source.commit_chunks)
         self.committed = False
+        self.pieces = pieces_for(s.config, source.chunking)
 
     def run(self) -> None:
         t = self.tally
@@ -209,7 +211,8 @@ class Syncer:
         t.seconds["parse"] += time.perf_counter() - start
         start = time.perf_counter()
         limit = self.s.config.limits.max_chunks
-        records = chunk_records(new_id, parsed, stamp, self.source.chunking, limit, self.source.context)
+        records = chunk_records(new_id, parsed, stamp, self.source.chunking, limit, self.source.context,
+                                self.pieces)
         if len(records) > limit:
             raise RetrieverError(f"{f.rel}: more than limits.max_chunks ({limit}) chunks; raise it or chunk larger")
         docs = parse_documents(records) if records else []

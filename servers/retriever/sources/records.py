@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import ChunkingConfig
+from ..documents.pieces import Pieces
 from ..documents.split import chunks_of
 from .formats import Parsed
 
@@ -43,11 +44,12 @@ def context_line(title: str | None, heading: tuple[str, ...]) -> str:
 
 
 def chunk_records(doc_id: str, parsed: Parsed, stamp: FileStamp, chunking: ChunkingConfig,
-                  most: int | None = None, context: bool = True) -> list[dict[str, Any]]:
+                  most: int | None = None, context: bool = True, pieces: Pieces | None = None) -> list[dict[str, Any]]:
     """The file's chunks as corpus records `{id, contents, ...citation}`, ids `<doc_id>:<n>`. With
     `context`, a chunk's text starts with its document's title and heading path on a line of its
     own (`context_chars` long, newline included), indexed with it: on SciFact's sentences that won
-    in every mode (bench/RESULTS.md, section context); `start` / `end` place the text after it."""
+    in every mode (bench/RESULTS.md, section context); `start` / `end` place the text after it.
+    Cut by token (`pieces` counting), the line counts in the chunk's length."""
     out: list[dict[str, Any]] = []
     offset = 0
     base = {"source_id": doc_id, **stamp.fields(), "format": parsed.format}
@@ -55,7 +57,8 @@ def chunk_records(doc_id: str, parsed: Parsed, stamp: FileStamp, chunking: Chunk
         base["doc_title"] = parsed.title
     for section in parsed.sections:
         line = context_line(parsed.title, section.heading) if context else ""
-        for c in chunks_of(section.text, chunking, most):
+        reserve = sum((pieces or Pieces())(line.split())) if line and chunking.by == "token" else 0
+        for c in chunks_of(section.text, chunking, most, pieces, reserve):
             text = section.text[c.start : c.end]
             rec = {"id": f"{doc_id}:{len(out)}", "contents": f"{line}\n{text}" if line else text, **base,
                    "split_id": len(out), "start": offset + c.start, "end": offset + c.end}
