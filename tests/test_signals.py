@@ -42,13 +42,14 @@ def test_hybrid_applies_it_per_query(built_project) -> None:  # type: ignore[no-
     """hybrid.cross_check: the engine's hybrid equals adaptive fusion with each query's checked priors."""
     from retriever.search.fusion import adaptive
     from retriever.search.rankers import BM25, Dense
+    from retriever.session import Allowed
     from retriever.testing.projects import engine_for
 
     e = engine_for(built_project, {"hybrid": {"cross_check": True, "vector_weight": 0.5}})
     e.init()
     s = e.session
     queries = ["How do plants turn sunlight into sugar?", "what causes earthquakes", "quasar"]
-    everything = (None, None)
+    everything = Allowed(None, None)
     d_rows, d_scores = Dense().rows(s, queries, 500, everything)
     b_rows, b_scores = BM25().rows(s, queries, 500, everything)
     got = e.hybrid_search(queries, top_k=5)

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,7 +31,24 @@ from .store.manifests import corpus_manifest
 from .store.persist import MANIFEST, check_manifest
 
 log = logging.getLogger(__name__)
-Allowed = tuple[np.ndarray | None, Filter | None]  # the candidates: a mask over rows (None: all), the filter
+
+
+@dataclass(frozen=True, eq=False)
+class Seen:
+    """What a restricted caller (security.visibility) sees, and so what its scores may count: BM25's
+    statistics, hybrid's calibration and query gate come from these rows, never the whole collection,
+    so a hidden document moves no score it gets (issue 47)."""
+
+    rows: np.ndarray  # a mask over the collection's rows: the live ones it sees
+    key: str  # names the rule (its field, missing and groups): what is learned from these rows is kept under it
+
+
+class Allowed(NamedTuple):
+    """The candidates of a search of a local collection."""
+
+    rows: np.ndarray | None  # a mask over rows (None: all)
+    filter: Filter | None
+    seen: Seen | None = None  # None: the caller sees every document (the operator, an admin)
 
 
 @dataclass(eq=False)
@@ -217,7 +234,12 @@ def candidates(s: Session, filters: dict[str, Any] | None) -> Allowed:
 def candidate_rows(s: Session, f: Filter | None) -> Allowed:
     """The candidate rows of a search of a local collection: live, passing `f`, and only those the
     caller sees where security.visibility is on (security/visibility.py); None: every row."""
-    return s.collection.allowed(f, visibility.rule(s.config)), f
+    rule = visibility.rule(s.config)
+    if rule is None:
+        return Allowed(s.collection.allowed(f), f)
+    field_, missing, groups = rule.key
+    seen = Seen(s.collection.visible(rule), f"{field_}|{missing}|{','.join(sorted(groups))}")
+    return Allowed(s.collection.allowed(f, rule), f, seen)
 
 
 def reopen(s: Session, tries: int = 3) -> Session:

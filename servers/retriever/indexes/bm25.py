@@ -12,7 +12,9 @@ until the next full build; added documents are scored with the statistics of bas
 together, with bm25s's own term-frequency and idf formulas of the configured method. Nothing of
 the delta is saved: the change log holds the added texts, and the delta is tokenized again at
 start. When the documents added or deleted since the build pass `rebuild_fraction` of the base,
-the next change (or start) rebuilds the base over the live documents and saves it.
+the next change (or start) rebuilds the base over the live documents and saves it. A caller that
+sees only some documents (security.visibility) is scored with the statistics of those alone instead
+(`search(..., seen=)`, bm25_visible.py).
 
 Adding 1,000 documents to a 1M-document base tokenizes those 1,000, not the million (0.9 s against
 a 92 s rebuild: bench/RESULTS.md "Adds at scale"); a restart tokenizes the delta again.
@@ -23,7 +25,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +34,11 @@ import numpy as np
 from ..config import BM25Config
 from ..errors import IndexMismatchError, MissingDependencyError
 from ..store.persist import publish, read_manifest
-from .topk import top_k
+from . import bm25_visible
+from .topk import top_kept
 
 _WORD = re.compile(r"\w", re.UNICODE)
+Texts = Callable[[list[int]], Iterable[str]]  # the collection's texts of rows
 
 
 def _jieba_split(text: str) -> list[str]:
@@ -90,13 +94,13 @@ class CompactIds(Sequence[list[int]]):
         self.flat, self.offsets = flat, offsets
 
     @classmethod
-    def tokenize(cls, tokenizer: Any, texts: Iterable[str]) -> CompactIds:
+    def tokenize(cls, tokenizer: Any, texts: Iterable[str], update_vocab: bool = True) -> CompactIds:
         import itertools
 
         parts, lengths = [], []
         it = iter(texts)
         while chunk := list(itertools.islice(it, cls.CHUNK)):
-            docs = tokenizer.tokenize(chunk, update_vocab=True, return_as="ids", show_progress=False)
+            docs = tokenizer.tokenize(chunk, update_vocab=update_vocab, return_as="ids", show_progress=False)
             lengths.append(np.fromiter(map(len, docs), dtype=np.int64, count=len(docs)))
             parts.append(np.fromiter(itertools.chain.from_iterable(docs), dtype=np.int32))
         offsets = np.zeros(sum(map(len, lengths)) + 1, dtype=np.int64)
@@ -127,7 +131,8 @@ class BM25Index:
     kind = "bm25"
 
     def __init__(self, model: Any, tokenizer: Any, manifest: dict[str, Any], rows: np.ndarray | None = None,
-                 delta: Delta | None = None, positive: bool | None = None) -> None:
+                 delta: Delta | None = None, positive: bool | None = None,
+                 base_terms: bm25_visible.Once[bm25_visible.Terms] | None = None) -> None:
         self._model = model
         self._rows = rows  # index position -> collection row; None: the same number
         self._tokenizer = tokenizer
@@ -140,6 +145,8 @@ class BM25Index:
         for term, token_id in vocab.items():
             self._columns[token_id] = model.vocab_dict.get(term, -1)
         self._positive = positive
+        # the base's term frequencies, for a caller that sees only some documents (bm25_visible.py)
+        self._base_terms = base_terms if base_terms is not None else bm25_visible.Once()
 
     @property
     def positive(self) -> bool:
@@ -183,26 +190,49 @@ class BM25Index:
     def with_added(self, texts: Iterable[str], rows: np.ndarray) -> BM25Index:
         """This index with documents `texts` (at collection `rows`) in its delta; no copy of the base."""
         return BM25Index(self._model, self._tokenizer, self.manifest, self._rows,
-                         Delta.grown(self, self.delta, texts, rows), self._positive)
+                         Delta.grown(self, self.delta, texts, rows), self._positive, self._base_terms)
 
     def base_rows(self) -> np.ndarray:
         """The collection rows the base covers, by position."""
         return self._rows if self._rows is not None else np.arange(self.documents, dtype=np.int64)
 
-    def bounds(self, queries: Sequence[str]) -> list[float]:
+    def bounds(self, queries: Sequence[str], seen: np.ndarray | None = None, texts: Texts | None = None) -> list[float]:
         """Per query, the highest BM25 score a document could reach: the sum over its known terms
         of idf times the method's largest term-frequency component (1 for lucene and robertson,
-        k1 + 1 for atire and bm25l, k1 + 1 + delta for bm25+). Adaptive fusion divides by it."""
+        k1 + 1 for atire and bm25l, k1 + 1 + delta for bm25+). Adaptive fusion divides by it.
+        `seen` (a mask over collection rows; `texts` reads them): the idf of the documents it holds
+        only, as in `search`."""
         from bm25s.scoring import _select_idf_scorer
 
         m, delta = self._model, self.delta
         idf = _select_idf_scorer(m.idf_method)
         sup = {"lucene": 1.0, "robertson": 1.0, "atire": m.k1 + 1, "bm25l": m.k1 + 1}.get(m.method, m.k1 + 1 + m.delta)
+        stats = None if seen is None else bm25_visible.Statistics(self._parts(seen, texts))
         out = []
         for token_ids in self._tokenized(queries):
-            dfs = [self.df(t) + (delta.df(t) if delta is not None else 0) for t in token_ids]
-            out.append(sup * math.fsum(idf(df, N=len(self)) for df in dfs if df > 0))
+            if stats is not None:
+                dfs, n = [stats.df(t) for t in token_ids], stats.documents
+            else:
+                dfs, n = [self.df(t) + (delta.df(t) if delta is not None else 0) for t in token_ids], len(self)
+            out.append(sup * math.fsum(idf(df, N=n) for df in dfs if df > 0))
         return out
+
+    def _parts(self, seen: np.ndarray, texts: Texts | None) -> list[bm25_visible.Part]:
+        """The base and the delta with their term frequencies and which of their documents `seen` holds;
+        the base's tokenized from `texts` (the collection's, by row) the first time."""
+        if texts is None:
+            raise ValueError("a search with `seen` needs `texts`: the base's term frequencies come from its documents")
+
+        def tokenized() -> bm25_visible.Terms:
+            tokenizer = _extended(self._tokenizer)  # as the build tokenized them: no id is added
+            ids = CompactIds.tokenize(tokenizer, texts(self.base_rows().tolist()), update_vocab=False)
+            return bm25_visible.Terms.of(ids.flat, ids.offsets, max(tokenizer.get_vocab_dict().values(), default=-1) + 1)
+
+        base = self.base_rows()
+        parts = [bm25_visible.Part(self._base_terms.get(tokenized), base, seen[base])]
+        if self.delta is not None:
+            parts.append(bm25_visible.Part(self.delta.terms, self.delta.rows, seen[self.delta.rows]))
+        return parts
 
     def _tokenized(self, queries: Sequence[str]) -> list[list[int]]:
         """Queries as token ids, with the delta's vocabulary when there is one (it holds the base's)."""
@@ -281,11 +311,15 @@ class BM25Index:
         np.add.at(scores, np.concatenate([indices[s] for s in spans]), np.concatenate([data[s] for s in spans]))
         return scores
 
-    def search(self, queries: Sequence[str], k: int,
-               allowed: np.ndarray | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def search(self, queries: Sequence[str], k: int, allowed: np.ndarray | None = None, seen: np.ndarray | None = None,
+               texts: Texts | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Per query: rows best first and their scores, at most k; documents that share no
         term with the query are not results, so a query of unknown words finds none.
-        `allowed` (a boolean mask over rows) zeroes every other row before the top k is taken."""
+        `allowed` (a boolean mask over rows) zeroes every other row before the top k is taken.
+        `seen` (a mask over rows: the documents a caller may see, `allowed` within it; `texts` reads
+        the collection's by row): scored with the statistics of those documents alone (bm25_visible.py)."""
+        if seen is not None:
+            return bm25_visible.search(self._parts(seen, texts), self._model, self._tokenized(queries), k, allowed)
         delta, known, n = self.delta, self._columns, len(self._columns)
         mask = allowed if allowed is None or self._rows is None else allowed[self._rows]
         delta_mask = None if allowed is None or delta is None else allowed[delta.rows]
@@ -297,29 +331,18 @@ class BM25Index:
                 # A result shares a term with the query. Not `score > 0` where bm25l and bm25+ give
                 # every document a positive score, matching or not (`positive`).
                 keep = scores > 0 if self.positive else self._matching(columns, len(scores))
-                rows, found = _best(scores, keep, mask, k)
+                rows, found = top_kept(scores, keep, mask, k)
                 rows = rows if self._rows is None else self._rows[rows]
             else:
                 rows, found = np.empty(0, np.int64), np.empty(0, np.float32)
             if delta is not None:  # its own top k, merged: ties in row order, as one index would give
-                more, more_found = _best(*delta.scores(token_ids), delta_mask, k)
+                more, more_found = top_kept(*delta.scores(token_ids), delta_mask, k)
                 rows, found = np.concatenate([rows, delta.rows[more]]), np.concatenate([found, more_found])
                 order = np.lexsort((rows, -found))[:k]
                 rows, found = rows[order], found[order]
             rows_out.append(rows)
             scores_out.append(found)
         return rows_out, scores_out
-
-
-def _best(scores: np.ndarray, keep: np.ndarray, allowed: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the top `k` scores among those kept (and allowed), and their scores; the top k
-    is taken of the kept alone, in ascending order, so equal scores stay in row order."""
-    if allowed is not None:
-        keep &= allowed[: len(scores)]
-    kept = np.flatnonzero(keep)
-    found = scores[kept]
-    top = top_k(found, k)
-    return kept[top], found[top]
 
 
 def _extended(tokenizer: Any) -> Any:
@@ -351,6 +374,7 @@ class Delta:
         tf.sum_duplicates()
         self.tf = tf
         self.dl = lengths.astype(np.float32)
+        self.terms = bm25_visible.Terms(tf, lengths)  # for a caller that sees only some documents
         model = base.model
         self.n_all = int(base.documents) + n
         self.avgdl = (float(base.avgdl) * int(base.documents) + float(lengths.sum())) / max(self.n_all, 1)

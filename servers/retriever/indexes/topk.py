@@ -17,3 +17,14 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
         rows = np.arange(n)
     # a stable sort keeps the ascending rows of equal scores in row order; ties past k are cut
     return rows[np.argsort(-scores[rows], kind="stable")[:k]].astype(np.int64, copy=False)
+
+
+def top_kept(scores: np.ndarray, keep: np.ndarray, allowed: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the top `k` scores among those kept (and allowed), and their scores; the top k
+    is taken of the kept alone, in ascending order, so equal scores stay in row order."""
+    if allowed is not None:
+        keep &= allowed[: len(scores)]
+    kept = np.flatnonzero(keep)
+    found = scores[kept]
+    top = top_k(found, k)
+    return kept[top], found[top]

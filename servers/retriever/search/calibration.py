@@ -14,6 +14,12 @@ collection, its corpus file (without one: its size, to a power of two), the mode
 settings, so it is measured once per corpus at the first hybrid search, not after each add; a read-only
 server (security.read_only, `serve --read-only`, `retriever deploy`: Retriever.serve_read_only) or
 one that cannot write there keeps it for the process only.
+
+A restricted caller (security.visibility: `seen`) gets the check run over what it sees only: the
+probes drawn from its visible documents, both retrievers searching those with BM25's statistics of
+those (indexes/bm25_visible.py), kept in memory per visibility rule and never written, so its weight
+is what the same documents alone would give and no hidden document moves it (issue 47). It costs one
+check per rule, at its first hybrid search.
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..session import Allowed
 from ..store.manifests import corpus_manifest
 from ..store.persist import atomic_write_text
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..session import Seen, Session
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +59,10 @@ def vector_weight(dense_mrr: float, bm25_mrr: float) -> float:
     return 0.5
 
 
-def pseudo_queries(s: Session) -> tuple[list[str], list[int]]:
-    """WORDS consecutive words of each of PROBES live documents (fixed seed), and their rows."""
-    live = s.collection.live_rows()
+def pseudo_queries(s: Session, seen: Seen | None = None) -> tuple[list[str], list[int]]:
+    """WORDS consecutive words of each of PROBES live documents (fixed seed; `seen`: those it holds),
+    and their rows."""
+    live = s.collection.live_rows() if seen is None else np.flatnonzero(seen.rows)
     rng = np.random.default_rng(SEED)
     rows = np.sort(rng.choice(live, size=min(PROBES, len(live)), replace=False)) if len(live) else live
     queries, kept = [], []
@@ -76,10 +84,11 @@ def _mrr(found: Any, rows: list[int]) -> float:
 Rows = Callable[..., tuple[Any, Any]]  # a retriever kind's rows(s, queries, depth, allowed)
 
 
-def measure(s: Session, dense_rows: Rows, bm25_rows: Rows) -> dict[str, Any]:
-    """Run the check: both retrievers over the pseudo-queries, top 10, live documents only."""
-    queries, rows = pseudo_queries(s)
-    live = (s.collection.allowed(None), None)
+def measure(s: Session, dense_rows: Rows, bm25_rows: Rows, seen: Seen | None = None) -> dict[str, Any]:
+    """Run the check: both retrievers over the pseudo-queries, top 10, live documents only (`seen`:
+    those it holds, with its statistics)."""
+    queries, rows = pseudo_queries(s, seen)
+    live = Allowed(s.collection.allowed(None), None) if seen is None else Allowed(seen.rows, None, seen)
     dense = _mrr(dense_rows(s, queries, 10, live)[0], rows) if queries else 0.0
     bm25 = _mrr(bm25_rows(s, queries, 10, live)[0], rows) if queries else 0.0
     return {"dense_mrr": round(dense, 4), "bm25_mrr": round(bm25, 4),
@@ -97,10 +106,12 @@ def _key(s: Session) -> str:
                        "b": bm25.b, "probes": PROBES, "words": WORDS, "seed": SEED}, sort_keys=True, default=str)
 
 
-def auto_vector_weight(s: Session, dense_rows: Rows, bm25_rows: Rows) -> float:
+def auto_vector_weight(s: Session, dense_rows: Rows, bm25_rows: Rows, seen: Seen | None = None) -> float:
     """The calibrated dense share for this collection: from memory, the file, or measured now
-    with the two retrievers' `rows`."""
+    with the two retrievers' `rows`; for a restricted caller (`seen`) over what it sees, in memory only."""
     key, memo = _key(s), s.learned.calibration  # kept with the session (session.Learned)
+    if seen is not None:
+        return _seen_vector_weight(s, dense_rows, bm25_rows, seen, json.dumps({"of": key, "seen": seen.key}))
     with s.learned.calibration_lock:
         if key in memo:
             return float(memo[key]["vector_weight"])
@@ -123,3 +134,15 @@ def auto_vector_weight(s: Session, dense_rows: Rows, bm25_rows: Rows) -> float:
         except OSError as e:
             log.debug("calibration kept in memory only (%s)", e)
         return float(found["vector_weight"])
+
+
+def _seen_vector_weight(s: Session, dense_rows: Rows, bm25_rows: Rows, seen: Seen, key: str) -> float:
+    """The check over the documents `seen` holds, kept in memory under `key` (never in the file, which
+    holds the collection's)."""
+    memo = s.learned.calibration
+    with s.learned.calibration_lock:
+        if key not in memo:
+            memo[key] = {**measure(s, dense_rows, bm25_rows, seen), "key": key}
+            log.info("hybrid vector_weight auto over a visibility rule's documents: %s (%s pseudo-queries)",
+                     memo[key]["vector_weight"], memo[key]["probes"])
+        return float(memo[key]["vector_weight"])

@@ -69,7 +69,7 @@ class Dense:
         if s.dense is None:
             raise IndexMissingError("no dense index is loaded; call retriever_embed then retriever_index")
         vectors = s.embedder.encode_queries(queries, pick(self.query_instruction, s.config.query_instruction))
-        return s.dense.search(vectors, depth, *allowed, ann=self.ann)
+        return s.dense.search(vectors, depth, allowed.rows, allowed.filter, ann=self.ann)
 
     def rank(self, s: Session, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
         # the encode and the index search in one trip to the compute thread, as in Hybrid, not one each
@@ -92,7 +92,9 @@ class BM25:
         text_only(s, "BM25 search")
         if s.bm25 is None:
             raise IndexMissingError("no BM25 index is loaded; call bm25_index")
-        return s.bm25.search(queries, depth, allowed[0])
+        # a restricted caller's scores count only what it sees (indexes/bm25_visible.py)
+        seen = None if allowed.seen is None else allowed.seen.rows
+        return s.bm25.search(queries, depth, allowed.rows, seen, s.collection.texts)
 
     def rank(self, s: Session, queries: list[str], depth: int, allowed: Allowed) -> list[Fused]:
         return _ranked(*self.rows(s, queries, depth, allowed))
@@ -124,7 +126,8 @@ class Hybrid:
                                                 ("BM25 (bm25_index)", s.bm25)) if index is None]
             raise IndexMissingError(f"hybrid search needs both indexes; missing: {' and '.join(missing)}")
         h = self.options
-        weights = self.weights(s)  # before the dense search starts: auto may probe the collection first
+        # before the dense search starts: auto may probe the collection (what the caller sees) first
+        weights = self.weights(s, allowed)
         dense = compute.submit(Dense(self.query_instruction, self.ann).rows, s, queries, h.candidate_depth, allowed)
         b_rows, b_scores = BM25().rows(s, queries, h.candidate_depth, allowed)
         d_rows, d_scores = dense.result()
@@ -132,8 +135,9 @@ class Hybrid:
         # the learned-sparse list beside them or in BM25's place (sparse.hybrid; learned_sparse.py)
         lists, weights = learned_sparse.hybrid_lists(s, queries, h.candidate_depth, allowed, lists, weights)
         normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
-        rule = QueryFusion(h, normalized, signals.gate_for(s) if h.query_gate else None)
-        bounds = s.bm25.bounds(queries) if h.fusion == "adaptive" else [None] * len(queries)
+        rule = QueryFusion(h, normalized, signals.gate_for(s, allowed.seen) if h.query_gate else None)
+        seen = None if allowed.seen is None else allowed.seen.rows
+        bounds = s.bm25.bounds(queries, seen, s.collection.texts) if h.fusion == "adaptive" else [None] * len(queries)
         out = []
         for i, bound in enumerate(bounds):  # in order: each query's gate is what the ones before it left
             ranked: dict[str, RowRanking] = {name: found[i] for name, found in lists.items()}
@@ -146,12 +150,12 @@ class Hybrid:
     def depth(self, k: int) -> int:
         return max(k, self.options.candidate_depth)
 
-    def weights(self, s: Session) -> list[float]:
+    def weights(self, s: Session, allowed: Allowed | None = None) -> list[float]:
         """Dense and BM25 priors: vector_weight, or where it is null (auto) the collection's
-        self-retrieval check (calibration.py)."""
+        self-retrieval check (calibration.py), over what a restricted caller sees (`allowed.seen`)."""
         vw = self.options.vector_weight
         if vw is None:
-            vw = auto_vector_weight(s, Dense().rows, BM25().rows)
+            vw = auto_vector_weight(s, Dense().rows, BM25().rows, None if allowed is None else allowed.seen)
         return [vw, 1.0 - vw]
 
     def scale(self, s: Session) -> Scale:
