@@ -184,13 +184,17 @@ def writable(built_project: Path, tmp_path: Path) -> Any:
     return build_server(engine, profile="full")
 
 
-@pytest.mark.parametrize(("args", "said"), [
+# A writer of group eng: add_documents' arguments it may not send, and what the refusal says.
+UNGRANTED = [
     pytest.param({"documents": [{"id": "n1", "contents": "x", "acl": ["hr"]}]}, "'hr'", id="other-group"),
     pytest.param({"documents": [{"id": "n1", "contents": "x", "acl": "*"}]}, "'*'", id="everyone"),
     pytest.param({"documents": [{"id": "n1", "contents": "x"}]}, "needs the metadata field 'acl'", id="no-field-public"),
     pytest.param({"documents": [{"id": "hb-1", "contents": "x", "acl": ["eng"]}]}, "may not replace",
                  id="replace-hidden"),
-])
+]
+
+
+@pytest.mark.parametrize(("args", "said"), UNGRANTED)
 def test_a_writer_cannot_grant_what_it_does_not_hold(writable: Any, args: dict[str, Any], said: str) -> None:
     text = reply(writable, WRITER, "add_documents", args)
     assert said in text and "security.visibility" in text

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from ..filters import Filter
 from ..indexes import HeldDocuments, View
 from ..indexes.milvus.sparse import RECORD as SPARSE_RECORD
 from ..search import learned_sparse, run
-from ..search.kinds import held_search, refuse_held
+from ..search.kinds import held_search
 from ..search.spec import Spec
 from ..security import visibility
 from ..security.limits import caller_progress
@@ -132,29 +132,35 @@ class Local:
 
 
 class Held:
-    """The index backend holds the documents (no corpus or change log here): everything goes to it."""
+    """The index backend holds the documents (no corpus or change log here): everything goes to it,
+    as the caller sees it (HeldDocuments.seen_by: the backend applies security.visibility)."""
 
     def __init__(self, store: HeldDocuments) -> None:
         self.store = store
 
     def add(self, s: Session, docs: Sequence[Document], progress: bool) -> tuple[Session, Report]:
-        refuse_held(s, "retriever_add")
         if s.embedder is None:
             raise NotYetSupportedError("the index backend holds the documents and their vectors: use an embedding "
                                        "backend, not 'bm25'")
+        rule = visibility.rule(s.config)
+        if rule is not None:  # the local rules (_may_write): its own groups only, and nothing it cannot see replaced
+            visibility.check_written(s.config, (d.metadata for d in docs), "writing documents")
+            if any(not rule.sees(d.metadata) for d in self.store.get(s.dense, [d.id for d in docs])):
+                _not_replaced(rule)
         vectors = embedded(s, [d.text for d in docs])
         view = View(s.config, s.collection, s.embedder, learned_sparse.encoder_of(s.config))
         index, replaced = self.store.upsert(view, s.dense, docs, vectors)
-        return replace(s, dense=index), {"added": len(docs) - replaced, "replaced": replaced, "documents": len(index)}
+        return replace(s, dense=index), {"added": len(docs) - replaced, "replaced": replaced,
+                                         "documents": self.store.seen_by(rule).count(index)}
 
     def delete(self, s: Session, ids: Sequence[str], f: Filter | None, progress: bool) -> tuple[Session, Report]:
-        refuse_held(s, "retriever_delete")
-        deleted, not_found = self.store.delete(s.dense, ids, f)
-        return s, {"deleted": deleted, "not_found": not_found, "documents": len(s.dense) if s.dense else 0}
+        seen = self.store.seen_by(visibility.rule(s.config))  # a document the caller cannot see is not found
+        deleted, not_found = seen.delete(s.dense, ids, f)
+        return s, {"deleted": deleted, "not_found": not_found, "documents": seen.count(s.dense)}
 
     def get(self, s: Session, ids: Sequence[str]) -> dict[str, Document]:
-        refuse_held(s, "reading documents by id")
-        return {d.id: d for d in self.store.get(s.dense, ids)}
+        """The documents of `ids` the caller sees: a hidden one is as missing."""
+        return {d.id: d for d in self.store.seen_by(visibility.rule(s.config)).get(s.dense, ids)}
 
     def search(self, s: Session, spec: Spec) -> Hits:
         return held_search(s, self.store, spec)
@@ -186,8 +192,12 @@ def _may_write(s: Session, docs: Sequence[Document]) -> None:
     c = s.collection
     seen = c.visible(rule)
     if any(d.id in c.row_of and not seen[c.row_of[d.id]] for d in docs):
-        raise ForbiddenError(f"writing documents: an id of this call names a document this caller ({rule.name}) may "
-                             "not replace (security.visibility); choose other ids")
+        _not_replaced(rule)
+
+
+def _not_replaced(rule: visibility.Rule) -> NoReturn:
+    raise ForbiddenError(f"writing documents: an id of this call names a document this caller ({rule.name}) may "
+                         "not replace (security.visibility); choose other ids")
 
 
 def _count(s: Session, rule: visibility.Rule | None) -> int:

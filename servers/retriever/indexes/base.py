@@ -17,6 +17,7 @@ from ..types import Document, Hit
 if TYPE_CHECKING:
     from ..config import Config
     from ..embedders import Embedder
+    from ..security.visibility import Rule
     from ..store.collection import Collection
 
 
@@ -117,6 +118,11 @@ class HeldDocuments(Protocol):
     no corpus or change log here; writes, reads and hits go straight to it. A backend without one
     (FAISS, Milvus holding vectors only) leaves the documents to the local change log."""
 
+    def seen_by(self, rule: Rule | None) -> HeldDocuments:
+        """The documents as a caller of `rule` sees them (security/visibility.py; None: all): the
+        backend applies it in every search, read, count and delete below."""
+        ...
+
     def hits(self, index: VectorIndex | None, vectors: np.ndarray, k: int, f: Filter | None,
              ann: dict[str, int] | None = None) -> list[list[Hit]]:
         """Dense hits with the text the backend stored."""
@@ -138,6 +144,10 @@ class HeldDocuments(Protocol):
 
     def get(self, index: VectorIndex | None, ids: Sequence[str]) -> list[Document]:
         """The stored documents of `ids` that exist, in the order given."""
+        ...
+
+    def count(self, index: VectorIndex | None) -> int:
+        """How many documents there are (that the caller sees)."""
         ...
 
     def upsert(self, view: View, index: VectorIndex | None, docs: Sequence[Document],

@@ -63,14 +63,7 @@ def kind(mode: str, h: HybridConfig, query_instruction: str | None = None, ann: 
 
 
 def held_search(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
-    """Per query, the backend's top `spec.k` hits of its ranker's kind, where the backend holds the documents."""
-    refuse_held(s, f"{spec.ranker.name} search")
-    return of(spec.ranker.name).held(s, store, spec)
-
-
-def refuse_held(s: Session, what: str) -> None:
-    """A collection whose documents the index backend holds is refused to a caller that sees only some
-    documents: the backend's searches and reads do not apply security.visibility (yet)."""
-    visibility.refuse(s.config, what, f"the collection {s.config.collection_name or 'default'!r} keeps its documents "
-                                      "in the index backend (Milvus is_demo / full_text), whose searches and reads do "
-                                      "not apply document visibility")
+    """Per query, the backend's top `spec.k` hits of its ranker's kind, where the backend holds the
+    documents; only those the caller sees (security/visibility.py: the backend ANDs the rule into each
+    search as an expression, indexes/milvus/filters.py `visible`)."""
+    return of(spec.ranker.name).held(s, store.seen_by(visibility.rule(s.config)), spec)

@@ -16,6 +16,10 @@ collection's hybrid (search/rankers.py Hybrid):
   and the gate and the cross-check, which need the bound, keep the fusion's priors.
 - `hybrid.vector_weight: null` (auto) is 0.5: the self-retrieval check (calibration.py) reads
   local rows and keeps its result in a local file, neither of which exists in this mode.
+- a caller that sees only some documents (security/visibility.py) gets, in every list, only those:
+  the store handed in is `seen_by` its rule (kinds.held_search), which the backend ANDs into each
+  search as an expression; Milvus's BM25 statistics and the bound stay the whole collection's
+  (docs/security.md says so).
 """
 
 from __future__ import annotations

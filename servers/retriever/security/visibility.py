@@ -8,9 +8,11 @@ default, or public). The operator (stdio, the library, the command line) and pri
 
 A rule is applied where the documents are read: a local collection's candidate rows are ANDed with
 its mask before ranking (store/collection.py `Collection.allowed`), a read by id drops what it may not
-see (engine/documents.py), so a hidden document answers as a missing one. What cannot apply it (a
-collection whose documents live in the index backend, a graph of triples, a deployed retriever
-elsewhere) is refused for such a caller: `refuse`.
+see (engine/documents.py), so a hidden document answers as a missing one. A collection whose documents
+Milvus holds (is_demo / full_text) gets the rule as a Milvus expression ANDed into each search, read,
+count and delete (indexes/milvus/filters.py `visible`; HeldDocuments.seen_by), its hits checked with
+`Rule.sees` again. What cannot apply it (a graph of triples, a deployed retriever elsewhere, a folder's
+files) is refused for such a caller: `refuse`, api/grants.py UNSEEING.
 """
 
 from __future__ import annotations

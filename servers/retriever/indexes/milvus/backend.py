@@ -6,6 +6,7 @@ hybrid search all read Milvus alone."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ import numpy as np
 
 from ...errors import IndexMismatchError, IndexMissingError, NotYetSupportedError
 from ...filters import Filter
+from ...security.visibility import Rule
 from ...store.corpus import CorpusFile
 from ...store.embedfile import open_embeddings
 from ...store.manifests import dense_manifest
@@ -23,7 +25,7 @@ from ...store.persist import check_manifest
 from ...types import Document, Hit
 from ..base import Change, SparseEncoding, Vectors, View
 from . import sparse as milvus_sparse
-from .filters import to_milvus
+from .filters import where
 from .fulltext import FullText, check_collection, probe
 from .index import MilvusIndex, build_collection, shared_store
 from .store import MilvusStore
@@ -41,6 +43,16 @@ class MilvusBackend:
     def __init__(self, demo: bool, full_text: FullText | None = None) -> None:
         self.full_text = full_text
         self.holds = demo or full_text is not None
+        self.rule: Rule | None = None  # the caller's visibility (seen_by); None: every document
+
+    def seen_by(self, rule: Rule | None) -> MilvusBackend:
+        """This collection as a caller of `rule` sees it: its visibility ANDed into every search, read,
+        count and delete as a Milvus expression (filters.visible); a copy, this one unchanged."""
+        if rule == self.rule:
+            return self
+        seen = copy.copy(self)
+        seen.rule = rule
+        return seen
 
     def _store(self, cfg: Config) -> MilvusStore:
         """The session's collection, creating and searching BM25 as this session's settings say (a
@@ -129,34 +141,34 @@ class MilvusBackend:
                         **({"full_text": True} if "full_text" in info else {})})
         return out
 
-    # ---- demo mode: the documents live in Milvus ---------------------------------------------------
+    # ---- demo mode: the documents live in Milvus (each read as `rule` sees them: seen_by) -------------
 
     def hits(self, index: Any, vectors: np.ndarray, k: int, f: Filter | None,
              ann: dict[str, int] | None = None) -> list[list[Hit]]:
-        return _held(index).search_hits(vectors, k, f, ann)
+        return _held(index).search_hits(vectors, k, f, ann, self.rule)
 
     def text_hits(self, index: Any, queries: Sequence[str], k: int, f: Filter | None) -> list[list[Hit]]:
         if self.full_text is None:
             raise NotYetSupportedError("demo mode keeps the documents only in Milvus, without BM25: set "
                                        "index_backend_configs.milvus.full_text: true (Milvus 2.5 or later) for BM25 "
                                        "and hybrid search there, or is_demo: false to keep a corpus here")
-        return _held(index).text_hits(queries, k, f)
+        return _held(index).text_hits(queries, k, f, self.rule)
 
     def sparse_hits(self, index: Any, encoder: SparseEncoding, queries: Sequence[str], k: int,
                     f: Filter | None) -> list[list[Hit]]:
         """Learned-sparse hits ranked by Milvus, where the collection was made with `encoder`'s model."""
         held = _held(index)
         milvus_sparse.check(held.manifest, encoder, held.store.collection)
-        return held.sparse_hits(encoder.queries(list(queries)), k, f)
+        return held.sparse_hits(encoder.queries(list(queries)), k, f, self.rule)
 
     def text_index(self, index: Any) -> int | None:
         return None if self.full_text is None else (len(index) if index is not None else 0)
 
     def get(self, index: Any, ids: Sequence[str]) -> list[Document]:
-        if not isinstance(index, MilvusIndex):
-            return []
-        found = index.store.get(list(ids))
-        return [Document(i, found[i][0], found[i][1]) for i in ids if i in found]
+        return index.get(ids, self.rule) if isinstance(index, MilvusIndex) else []
+
+    def count(self, index: Any) -> int:
+        return index.count(self.rule) if isinstance(index, MilvusIndex) else 0
 
     def upsert(self, view: View, index: Any, docs: Sequence[Document], vectors: np.ndarray) -> tuple[MilvusIndex, int]:
         if not isinstance(index, MilvusIndex):
@@ -175,11 +187,16 @@ class MilvusBackend:
         return index, replaced
 
     def delete(self, index: Any, ids: Sequence[str], f: Filter | None) -> tuple[int, list[str]]:
-        store = _held(index).store
-        found = set(store.get(list(ids))) if ids else set()
+        """Only what `rule` sees: an id it cannot see is not found, a filter deletes only the documents it sees."""
+        held, rule = _held(index), self.rule
+        store = held.store
+        found = {d.id for d in held.get(ids, rule)} if ids else set()
         deleted = store.delete(ids=sorted(found)) if found else 0
-        if f is not None:
-            deleted += store.delete(expr=to_milvus(f, store.fields.id, store.fields.metadata))
+        if f is not None and rule is not None:  # the ids the expression finds, checked with Rule.sees (filters.visible)
+            seen = held.matching(f, rule)
+            deleted += store.delete(ids=seen) if seen else 0
+        elif f is not None:
+            deleted += store.delete(expr=where(f, None, store.fields.id, store.fields.metadata))
         return deleted, [i for i in ids if i not in found]
 
 

@@ -7,6 +7,10 @@ field reference"; write `==` joined by `or`), and treats a missing or null JSON 
 `metadata["k"] != v` and `not (metadata["k"] == v)` skip rows without the key, where the 2.3.5
 server keeps them; `(metadata["k"] != v or not (exists metadata["k"]))` means the same on both.
 `exists` on a null value: true on the server, false on Lite. Neither parses `null` literals.
+
+`visible` is the other expression this module writes: a caller's document visibility
+(security/visibility.py `Rule.sees`), ANDed into every search, read, count and delete of a collection
+whose documents Milvus holds (`where`), as a local collection ANDs its mask before ranking.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 from ...errors import InvalidInputError
 from ...filters import Filter, Logic
+from ...security.visibility import EVERYONE, Rule
 
 
 def to_milvus(f: Filter, id_field: str = "id", meta_field: str = "metadata") -> str:
@@ -43,6 +48,35 @@ def to_milvus(f: Filter, id_field: str = "id", meta_field: str = "metadata") -> 
         case _:
             test = f"{target} {f.op} {_milvus_literal(f.value)}"
     return f"(exists {target}) and ({test})"  # parenthesised: the 2.3 parser binds `exists` loosely
+
+
+def where(f: Filter | None, rule: Rule | None, id_field: str = "id", meta_field: str = "metadata") -> str | None:
+    """A search's or a read's expression: the filter's, ANDed with the caller's visibility (None: neither)."""
+    parts = [e for e in (to_milvus(f, id_field, meta_field) if f is not None else None,
+                         visible(rule, meta_field) if rule is not None else None) if e]
+    return " and ".join(f"({e})" for e in parts) if parts else None
+
+
+def visible(rule: Rule, meta_field: str = "metadata") -> str:
+    """The documents `rule` sees, as a Milvus expression (Rule.sees, checked on Milvus Lite 3.2.2 by
+    tests/test_visibility_held.py): the field is one of the caller's groups or "*" (a string compared
+    with `==`, a list with `json_contains_any`: Lite reads neither `in` on a JSON path nor a list
+    literal after `==`); where `missing` is public, also a document without the field, or whose value
+    is neither a string (`like "%"`) nor a non-empty list (`exists f[0]`): a number, an object, `[]`.
+
+    Where Milvus cannot tell what Python does: a list holding a non-string (`["eng", 5]`) counts as
+    missing in Rule.sees, and here as the list of its names; the hits are checked with Rule.sees too
+    (index.py), so such a document is never shown where the rule hides it, and where `missing` is
+    public a list of other groups with a non-string in it stays hidden here (never more than Python shows).
+    A group name with a control character, which no expression can carry, is left out (it sees less)."""
+    target = f"{meta_field}[{json.dumps(rule.field, ensure_ascii=False)}]"
+    names = [_milvus_literal(n) for n in (EVERYONE, *sorted(rule.groups)) if not _CONTROL.search(n)]
+    named = " or ".join([*(f"{target} == {n}" for n in names), f"json_contains_any({target}, [{', '.join(names)}])"])
+    out = f"((exists {target}) and ({named}))"
+    if rule.missing == "public":  # `not` after `exists`: Lite reads a comparison with a missing key as unknown
+        out += (f" or (not (exists {target})) or ((exists {target}) and not ({target} like \"%\")"
+                f" and not (exists {target}[0]))")
+    return out
 
 
 def _milvus_literal(value: Any) -> str:

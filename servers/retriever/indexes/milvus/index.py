@@ -26,10 +26,11 @@ from ...compute import on_compute_thread
 from ...config.milvus import MilvusConfig
 from ...errors import InvalidInputError
 from ...filters import Filter
+from ...security.visibility import Rule
 from ...types import Document, Hit
 from ..base import Change, SparseEncoding
 from . import sparse as milvus_sparse
-from .filters import to_milvus
+from .filters import where
 from .fulltext import FullText
 from .store import MAX_TOP_K, MilvusStore
 
@@ -62,10 +63,13 @@ class MilvusIndex:
 
     # ---- reads ------------------------------------------------------------------------------
 
-    def _raw(self, queries: np.ndarray, k: int, f: Filter | None,
-             ann: dict[str, int] | None) -> list[list[tuple[str, float, str, dict]]]:
-        fields = self.store.fields
-        expr = to_milvus(f, fields.id, fields.metadata) if f is not None else None
+    def _where(self, f: Filter | None, rule: Rule | None) -> str | None:
+        """The filter and the caller's visibility (security/visibility.py) as one Milvus expression."""
+        return where(f, rule, self.store.fields.id, self.store.fields.metadata)
+
+    def _raw(self, queries: np.ndarray, k: int, f: Filter | None, ann: dict[str, int] | None,
+             rule: Rule | None = None) -> list[list[tuple[str, float, str, dict]]]:
+        expr = self._where(f, rule)
         return on_compute_thread(self.store.search, np.ascontiguousarray(queries, dtype=np.float32), k, expr, ann)
 
     def search(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None,
@@ -80,12 +84,12 @@ class MilvusIndex:
             scores_out.append(np.asarray([s for _, s in pairs], dtype=np.float32))
         return rows_out, scores_out
 
-    def text_hits(self, queries: Sequence[str], k: int, f: Filter | None = None) -> list[list[Hit]]:
-        """BM25 hits ranked by Milvus (full_text), with the text and metadata Milvus stored."""
-        fields = self.store.fields
-        expr = to_milvus(f, fields.id, fields.metadata) if f is not None else None
-        found = on_compute_thread(self.store.text_search, list(queries), k, expr)
-        return [[Hit(row=-1, id=i, text=t, score=s, metadata=m) for i, s, t, m in hits] for hits in found]
+    def text_hits(self, queries: Sequence[str], k: int, f: Filter | None = None,
+                  rule: Rule | None = None) -> list[list[Hit]]:
+        """BM25 hits ranked by Milvus (full_text), with the text and metadata Milvus stored; `rule`: only
+        the documents a restricted caller sees (security/visibility.py)."""
+        found = on_compute_thread(self.store.text_search, list(queries), k, self._where(f, rule))
+        return _hits(found, rule)
 
     def bm25_bounds(self, queries: Sequence[str]) -> list[float] | None:
         """Per query, the highest BM25 score its terms allow in this collection (adaptive fusion's
@@ -97,19 +101,29 @@ class MilvusIndex:
         return self.store.health(timeout)
 
     def search_hits(self, queries: np.ndarray, k: int, f: Filter | None = None,
-                    ann: dict[str, int] | None = None) -> list[list[Hit]]:
+                    ann: dict[str, int] | None = None, rule: Rule | None = None) -> list[list[Hit]]:
         """Hits with the text and metadata Milvus stored (demo mode: no local corpus)."""
-        return [[Hit(row=-1, id=i, text=t, score=s, metadata=m) for i, s, t, m in hits]
-                for hits in self._raw(queries, k, f, ann)]
+        return _hits(self._raw(queries, k, f, ann, rule), rule)
 
-    def sparse_hits(self, queries: Any, k: int, f: Filter | None = None) -> list[list[Hit]]:
+    def sparse_hits(self, queries: Any, k: int, f: Filter | None = None, rule: Rule | None = None) -> list[list[Hit]]:
         """Learned-sparse hits (query vectors: a CSR matrix) ranked by Milvus (sparse.py)."""
         if not 1 <= k <= MAX_TOP_K:
             raise InvalidInputError(f"top_k must be between 1 and {MAX_TOP_K} for Milvus, got {k}")
-        fields = self.store.fields
-        expr = to_milvus(f, fields.id, fields.metadata) if f is not None else None
-        found = on_compute_thread(milvus_sparse.search, self.store, queries, k, expr)
-        return [[Hit(row=-1, id=i, text=t, score=s, metadata=m) for i, s, t, m in hits] for hits in found]
+        found = on_compute_thread(milvus_sparse.search, self.store, queries, k, self._where(f, rule))
+        return _hits(found, rule)
+
+    def get(self, ids: Sequence[str], rule: Rule | None = None) -> list[Document]:
+        """The stored documents of `ids` that exist and `rule` sees, in the order given."""
+        found = self.store.get(list(ids), self._where(None, rule))
+        return [Document(i, found[i][0], found[i][1]) for i in ids if i in found and _sees(rule, found[i][1])]
+
+    def matching(self, f: Filter, rule: Rule) -> list[str]:
+        """The ids of the documents that pass `f` and that `rule` sees (a restricted caller's delete)."""
+        return [i for i, m in self.store.matching(self._where(f, rule) or "").items() if rule.sees(m)]
+
+    def count(self, rule: Rule | None = None) -> int:
+        """The documents `rule` sees (None: every one)."""
+        return self.store.count(self._where(None, rule))
 
     # ---- writes -----------------------------------------------------------------------------
 
@@ -128,6 +142,17 @@ class MilvusIndex:
         manifest = {**self.manifest, "log_generation": change.generation}
         self.store.update_info(manifest)
         return MilvusIndex(self.store, change.row_of, manifest)
+
+
+def _sees(rule: Rule | None, metadata: dict[str, Any]) -> bool:
+    """Rule.sees again over what the expression let through: where Milvus reads a value otherwise than
+    Python (a list holding a non-string: filters.visible), the document stays hidden."""
+    return rule is None or rule.sees(metadata)
+
+
+def _hits(found: list[list[tuple[str, float, str, dict]]], rule: Rule | None) -> list[list[Hit]]:
+    return [[Hit(row=-1, id=i, text=t, score=s, metadata=m) for i, s, t, m in hits if _sees(rule, m)]
+            for hits in found]
 
 
 _STORES: dict[tuple[str, str], MilvusStore] = {}

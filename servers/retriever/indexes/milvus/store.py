@@ -281,16 +281,25 @@ class MilvusStore(CollectionInfo):
                           output_fields=["count(*)"])
         return int(rows[0]["count(*)"])
 
-    def get(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    def get(self, ids: Sequence[str], expr: str | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
+        """The rows of `ids` that exist (and match `expr`): text and metadata by id."""
         f = self.fields
         out: dict[str, tuple[str, dict[str, Any]]] = {}
         ids = list(ids)
         for part in _chunks(len(ids), self.chunk):
-            rows = self._read("query", self._client.query, self.collection, ids=list(ids[part]),
+            # pymilvus takes ids or a filter, not both: the ids as an expression beside `expr`
+            by = {"ids": list(ids[part])} if not expr else {"filter": f"({self._ids_expr(ids[part])}) and ({expr})"}
+            rows = self._read("query", self._client.query, self.collection, **by,
                               output_fields=[f.id, f.text, f.metadata])
             for row in rows:
                 out[row[f.id]] = (row[f.text], row[f.metadata] or {})
         return out
+
+    def matching(self, expr: str) -> dict[str, dict[str, Any]]:
+        """Every row matching `expr`: its metadata by id (read whole, as a delete by expression reads its terms)."""
+        f = self.fields
+        rows = self._read("query", self._client.query, self.collection, filter=expr, output_fields=[f.id, f.metadata])
+        return {row[f.id]: row[f.metadata] or {} for row in rows}
 
     def search(self, vectors: np.ndarray, k: int, expr: str | None = None,
                ann: dict[str, int] | None = None) -> list[list[Found]]:
