@@ -53,7 +53,7 @@ def llm_mcp(built_project: Path, tmp_path: Path, fake: FakeLLM, monkeypatch: pyt
 
 def test_the_defaults_bound_every_fan_out() -> None:
     limits = LimitsConfig()
-    assert (limits.max_provider_requests, limits.max_llm_requests, limits.max_chunks) == (1000, 1000, 25000)
+    assert (limits.max_provider_requests, limits.max_llm_requests, limits.max_chunks) == (1000, 1000, 100_000)
     assert (limits.max_triples, limits.max_graph_triples) == (100_000, 500_000)
 
 

@@ -68,9 +68,9 @@ class LimitsConfig(Section):
     max_ids: int = Field(1000, ge=1)  # distinct ids one get_document call reads (repeats collapsed first)
     # MCP calls one caller (a bearer token over HTTP) may have running at once; one more is refused
     max_calls_per_caller: int = Field(8, ge=1)
-    # chunks one ingested document is cut into: 25,000 of 128 tokens hold about what 10,000 of 150 words
-    # held before sync cut by token (6e5ab6c), e.g. a 9.4 MB test log of /usr/share/doc (bench sync)
-    max_chunks: int = Field(25_000, ge=1)
+    # chunks one ingested document is cut into: a backstop behind max_file_bytes (in chunks of sync's
+    # 128 tokens, a 9.4 MB test log of /usr/share/doc made more than 25,000)
+    max_chunks: int = Field(100_000, ge=1)
     max_provider_requests: int = Field(1000, ge=1)  # web search requests one call sends (retries included)
     max_llm_requests: int = Field(1000, ge=1)  # LLM requests one call sends
     max_triples: int = Field(100_000, ge=1)  # triples one retriever_extract_triples call adds
