@@ -284,3 +284,32 @@ def test_a_synced_chunk_with_its_heading_line_fits_the_length() -> None:
     plain = split(CHANGELOG, "token", 50, 5, pieces=Pieces())  # no tokenizer here: words and marks
     marks = [len(re.findall(r"\w+|[^\w\s]", CHANGELOG[c.start : c.end])) for c in plain]
     assert max(marks) <= 50 and min(marks[:-1]) >= 40
+
+
+def test_the_word_memory_starts_again_when_full_without_losing_a_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past KEEP distinct words the counter's memory is replaced; a call whose words straddle that
+    still answers every word (it once raised KeyError for a word remembered before the reset)."""
+    import retriever.documents.pieces as pieces_module
+
+    pieces, _ = _minilm()
+    fresh = pieces_module.Pieces(pieces._tk)  # type: ignore[attr-defined]
+    monkeypatch.setattr(pieces_module, "KEEP", 5)
+    words = CHANGELOG.split()[:40]
+    assert fresh(words[:3]) == pieces(words[:3])  # type: ignore[operator]
+    assert fresh(words) == pieces(words)  # type: ignore[operator]
+    assert fresh(words[:10] + ["unheard-of-word"]) == pieces(words[:10] + ["unheard-of-word"])  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("settings", "counts_by"), [
+    pytest.param({}, "the model", id="the-packaged-model"),
+    pytest.param({"backend": "bm25"}, "words and marks", id="no-model"),
+    pytest.param({"backend": "infinity"}, "words and marks", id="a-server-s-model"),
+    pytest.param({"model_name_or_path": "no-such-org/no-such-model"}, "words and marks", id="not-here"),
+])
+def test_token_chunks_count_with_the_model_this_process_runs(settings: dict, counts_by: str) -> None:
+    from retriever.config import ChunkingConfig, Config
+    from retriever.documents.pieces import pieces_for
+
+    pieces = pieces_for(Config(**settings), ChunkingConfig(by="token", length=64))
+    assert pieces is not None and (pieces.name != "") == (counts_by == "the model")
+    assert pieces_for(Config(**settings), ChunkingConfig(by="word", length=64)) is None
