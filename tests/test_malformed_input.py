@@ -154,7 +154,7 @@ def test_a_latin1_file_is_read_in_its_charset_and_a_binary_one_is_named(built_pr
     mcp = MCP(engine_for(config))
     mcp.ok("retriever_init")
     ids = mcp.ok(tool, {"path": "notes/latin1.txt"})["ids"]
-    assert ids == ["notes/latin1.txt:0"]
+    assert ids[0] == "notes/latin1.txt:0" and all(i.startswith("notes/latin1.txt:") for i in ids)
     got = mcp.ok("retriever_get_neighbors", {"id": ids[0], "before": 0, "after": 0})
     assert "crème brûlée" in got["merged"]
     error = mcp.error(tool, {"path": "notes/blob"})
