@@ -39,6 +39,7 @@ import httpx
 from report import ROOT, SCIFACT, scifact_queries, write_section
 from retriever.testing.net import free_port, wait_http
 from retriever.testing.projects import write_project
+from startup import RAW_LIBRARIES
 
 BIN = Path(sys.executable).parent
 OUT = ROOT / "bench" / "out" / "call_overhead"
@@ -51,36 +52,7 @@ RAW = r"""
 import numpy as np, faiss, bm25s, Stemmer
 from pathlib import Path
 runtime, precision, model, export, graph, faiss_file, corpus, top_k = conf["raw"]
-if runtime == "torch":
-    from sentence_transformers import SentenceTransformer
-    st = SentenceTransformer(model, device="cpu")
-    encode = lambda q: st.encode([q], normalize_embeddings=True)
-else:
-    from tokenizers import Tokenizer
-    tok = Tokenizer.from_file(str(Path(export) / "tokenizer.json"))
-    tok.no_padding(); tok.enable_truncation(256)
-    names = json.loads((Path(export) / "export.json").read_text())["inputs"]
-    if runtime == "onnx":
-        import onnxruntime as ort
-        sess = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
-        run = lambda feeds: sess.run(None, feeds)[0]
-    else:
-        import openvino as ov
-        core = ov.Core(); core.set_property({"CACHE_DIR": str(Path(graph).parent / "openvino-cache")})
-        hint = "bf16" if precision == "bf16" else "f32"
-        req = core.compile_model(graph, "CPU",
-                                 {"INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY"}).create_infer_request()
-        run = lambda feeds: req.infer(feeds)[0]
-    def encode(q):
-        ids = np.array([tok.encode(q).ids], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-        v = np.asarray(run({n: feeds[n] for n in names}), dtype=np.float32)
-        return v / np.linalg.norm(v, axis=1, keepdims=True)
-index = faiss.read_index(faiss_file)
-docs = [json.loads(line) for line in open(corpus)]
-stemmer = Stemmer.Stemmer("english")
-bm25 = bm25s.BM25(); bm25.index(bm25s.tokenize([" ".join(p for p in (d.get("title"), d.get("text")) if p) for d in docs],
-                                              stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+""" + RAW_LIBRARIES + r"""
 WORK = {"dense": lambda q: index.search(encode(q), top_k),
         "bm25": lambda q: bm25.retrieve(bm25s.tokenize([q], stopwords="en", stemmer=stemmer, show_progress=False),
                                         k=top_k, show_progress=False)}

@@ -311,11 +311,9 @@ async def session(runtime: str, queries: list[str] | None, raw: Raw | None = Non
 
 # ---- the raw library calls, each runtime in a process of its own ---------------------------
 
-RAW = r"""
-import json, sys, time
-from pathlib import Path
-import numpy as np, faiss
-runtime, precision, model, export, graph, faiss_file, corpus = json.loads(sys.argv[1])
+# the raw libraries as the server would call them (runtime, precision, model, export, graph, faiss_file,
+# corpus set before it): `encode`, a FAISS `index` and a bm25s index `bm25` (also bench/call_overhead.py)
+RAW_LIBRARIES = r"""
 if runtime == "torch":
     from sentence_transformers import SentenceTransformer
     st = SentenceTransformer(model, device="cpu")
@@ -342,11 +340,18 @@ else:
         v = np.asarray(run({n: feeds[n] for n in names}), dtype=np.float32)
         return v / np.linalg.norm(v, axis=1, keepdims=True)
 index = faiss.read_index(faiss_file)
-import bm25s, Stemmer
-docs = [json.loads(l) for l in open(corpus)]
+docs = [json.loads(line) for line in open(corpus)]
 stemmer = Stemmer.Stemmer("english")
 bm25 = bm25s.BM25(); bm25.index(bm25s.tokenize([" ".join(p for p in (d.get("title"), d.get("text")) if p) for d in docs],
                                               stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+"""
+
+RAW = r"""
+import json, sys, time
+from pathlib import Path
+import numpy as np, faiss, bm25s, Stemmer
+runtime, precision, model, export, graph, faiss_file, corpus = json.loads(sys.argv[1])
+""" + RAW_LIBRARIES + r"""
 CALLS = {"dense": lambda q: index.search(encode(q), 10),
          "bm25": lambda q: bm25.retrieve(bm25s.tokenize([q], stopwords="en", stemmer=stemmer, show_progress=False),
                                          k=10, show_progress=False)}
