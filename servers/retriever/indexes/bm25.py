@@ -131,21 +131,8 @@ class BM25Index:
         return out
 
     def _parts(self, seen: np.ndarray, texts: Texts | None) -> list[bm25_visible.Part]:
-        """The base and the delta with their term frequencies and which of their documents `seen` holds;
-        the base's tokenized from `texts` (the collection's, by row) the first time."""
-        if texts is None:
-            raise ValueError("a search with `seen` needs `texts`: the base's term frequencies come from its documents")
-
-        def tokenized() -> bm25_visible.Terms:
-            tokenizer = _extended(self._tokenizer)  # as the build tokenized them: no id is added
-            ids = CompactIds.tokenize(tokenizer, texts(self.base_rows().tolist()), update_vocab=False)
-            return bm25_visible.Terms.of(ids.flat, ids.offsets, max(tokenizer.get_vocab_dict().values(), default=-1) + 1)
-
-        base = self.base_rows()
-        parts = [bm25_visible.Part(self._base_terms.get(tokenized), base, seen[base])]
-        if self.delta is not None:
-            parts.append(bm25_visible.Part(self.delta.terms, self.delta.rows, seen[self.delta.rows]))
-        return parts
+        """The base and the delta as a restricted caller's parts (bm25_visible.parts)."""
+        return bm25_visible.parts(seen, texts, self._tokenizer, self.base_rows(), self._base_terms, self.delta)
 
     def _tokenized(self, queries: Sequence[str]) -> list[list[int]]:
         """Queries as token ids, with the delta's vocabulary when there is one (it holds the base's)."""

@@ -17,12 +17,13 @@ without the scoring) and kept with the index, shared by the snapshots that grow 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from .bm25_tokens import CompactIds, extended
 from .topk import top_kept
 
 T = TypeVar("T")
@@ -79,6 +80,25 @@ class Part:
     terms: Terms
     rows: np.ndarray
     seen: np.ndarray
+
+
+def parts(seen: np.ndarray, texts: Callable[[list[int]], Iterable[str]] | None, tokenizer: Any, base_rows: np.ndarray,
+          base_terms: Once[Terms], delta: Any | None) -> list[Part]:
+    """The base (its collection rows `base_rows`) and the delta (bm25.py's Delta, or None) with their term
+    frequencies and which of their documents `seen` holds; the base's tokenized from `texts` (the
+    collection's, by row) with the build's `tokenizer` the first time, and kept in `base_terms`."""
+    if texts is None:
+        raise ValueError("a search with `seen` needs `texts`: the base's term frequencies come from its documents")
+
+    def tokenized() -> Terms:
+        grown = extended(tokenizer)  # as the build tokenized them: no id is added
+        ids = CompactIds.tokenize(grown, texts(base_rows.tolist()), update_vocab=False)
+        return Terms.of(ids.flat, ids.offsets, max(grown.get_vocab_dict().values(), default=-1) + 1)
+
+    out = [Part(base_terms.get(tokenized), base_rows, seen[base_rows])]
+    if delta is not None:
+        out.append(Part(delta.terms, delta.rows, seen[delta.rows]))
+    return out
 
 
 class Statistics:
