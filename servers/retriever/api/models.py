@@ -1,21 +1,16 @@
 """The requests of every tool, typed once. Each field is described (api/fields.py), and the
 description lands in the MCP input schema; the MCP table (mcp/table.py) and the command line
-build these models, and api/calls.py turns each into an engine call and a reply."""
+build these models, and api/calls.py turns each into an engine call and a reply.
+
+The base every request shares is request.py's and the search tools' requests (with the request of
+every kind of search, SEARCH_REQUESTS) are search_requests.py's; both are imported from here too."""
 
 from __future__ import annotations
 
-import sys
-from typing import Any, ClassVar
-
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
-
 from ..errors import InvalidInputError
-from ..indexes.base import ann_settings
-from ..search.kinds import ANN, DEFAULT_MODE, FUSION, INSTRUCTION, KINDS, Kind
+from ..search.kinds import DEFAULT_MODE, FUSION, INSTRUCTION, KINDS
 from .fields import (
-    RRFK,
     Around,
-    AutoMerge,
     Backend,
     BackendConfigs,
     BatchQueries,
@@ -31,10 +26,8 @@ from .fields import (
     DocFormat,
     DocPath,
     Documents,
-    EfSearch,
     EmbeddingPath,
     Filters,
-    Fusion,
     GpuIds,
     Hops,
     Ids,
@@ -47,14 +40,9 @@ from .fields import (
     IngestText,
     IsDemo,
     IsMultimodal,
-    LLMRerankOption,
-    MaxBytes,
-    MaxChars,
     Metadata,
     Mode,
     ModelName,
-    NProbe,
-    Offset,
     Overwrite,
     ParameterFile,
     PdfSource,
@@ -62,12 +50,8 @@ from .fields import (
     QueryInstruction,
     QuestionList,
     RetrieverURL,
-    ReturnMetadata,
-    ReturnText,
     Rewrites,
     Rounds,
-    ScaleScore,
-    ScoreThreshold,
     Searched,
     SeedK,
     SourceId,
@@ -76,38 +60,19 @@ from .fields import (
     TopK,
     TripleIds,
     UserId,
-    VectorWeight,
     WebBackend,
     WebConfigs,
-    Window,
-    non_finite,
 )
-
-
-class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    @model_validator(mode="after")
-    def _finite(self) -> Request:
-        return self.check_finite()
-
-    def check_finite(self) -> Request:
-        """NaN and infinities (JSON has neither) are refused in every argument, nested ones included (also run on
-        a request built from arguments validated by signature: mcp/core.py). Not a ValueError: the frameworks
-        that build requests inside a tool's body pass it on as the client's error, not as a bug."""
-        for name in type(self).model_fields:
-            where = non_finite(getattr(self, name))
-            if where is not None:
-                raise InvalidInputError(f"invalid arguments: {name}{where[:200]}: NaN and infinite numbers are "
-                                        "refused (JSON has none); send a finite number, a string or null")
-        return self
-
-    def options(self, *names: str) -> dict[str, Any]:
-        return {n: getattr(self, n) for n in names}
-
-
-SCORES = ("score_threshold", "scale_score", "filters")  # the options of _Scores, as the engine takes them
-
+from .request import Request
+from .request import argument_problems as argument_problems  # re-exported: the faces import these here
+from .request import unreadable_json as unreadable_json
+from .search_requests import SCORES as SCORES
+from .search_requests import SEARCH_REQUESTS, BM25SearchRequest, _Fusion, _Reply, _Scores
+from .search_requests import BatchSearchRequest as BatchSearchRequest
+from .search_requests import HybridBatchSearchRequest as HybridBatchSearchRequest
+from .search_requests import HybridSearchRequest as HybridSearchRequest
+from .search_requests import SearchRequest as SearchRequest
+from .search_requests import SparseSearchRequest as SparseSearchRequest
 
 # ---- lifecycle ----------------------------------------------------------------------------------
 
@@ -189,96 +154,9 @@ class ListCollectionsRequest(Request):
     pass
 
 
-# ---- search -------------------------------------------------------------------------------------
+# ---- search (the search tools' own requests: search_requests.py) ---------------------------------
 
 
-class _Scores(Request):
-    score_threshold: ScoreThreshold = None
-    scale_score: ScaleScore = False
-    filters: Filters = None
-
-
-class _Reply(Request):
-    """How the hits come back: text, metadata, paging and the reply budget (api/replies.py)."""
-
-    window: Window = 0
-    auto_merge: AutoMerge = None
-    return_text: ReturnText = True
-    return_metadata: ReturnMetadata = False
-    offset: Offset = 0
-    max_bytes: MaxBytes = None
-    max_chars: MaxChars = None
-
-
-class BM25SearchRequest(_Scores, _Reply):
-    kind: ClassVar[str] = "bm25"  # the kind of search (search/kinds.py) this request asks for
-    query_list: Queries
-    top_k: TopK = None
-    collection_name: Searched = None
-    llm_rerank: LLMRerankOption = None
-
-
-class SparseSearchRequest(BM25SearchRequest):
-    """A learned-sparse search (the `sparse` kind: parameter.yaml's sparse model); BM25's options."""
-
-    kind: ClassVar[str] = "sparse"
-
-
-class _Ann(Request):
-    """Search-time effort of an approximate (ANN) dense index, for this call."""
-
-    nprobe: NProbe = None
-    ef_search: EfSearch = None
-
-    def ann(self) -> dict[str, int] | None:
-        """FAISS's names for the parameters set (None: the YAML's)."""
-        return ann_settings(self) or None
-
-
-class SearchRequest(BM25SearchRequest, _Ann):
-    kind: ClassVar[str] = "dense"
-    query_instruction: QueryInstruction = None
-
-
-class BatchSearchRequest(_Scores, _Reply, _Ann):
-    batch_query_list: BatchQueries
-    top_k: TopK = None
-    query_instruction: QueryInstruction = None
-    collection_name: Searched = None
-
-
-class _Fusion(Request):
-    fusion: Fusion = None
-    vector_weight: VectorWeight = None
-    rrf_k: RRFK = None
-    candidate_depth: CandidateDepth = None
-
-
-class HybridSearchRequest(SearchRequest, _Fusion):
-    kind: ClassVar[str] = "hybrid"
-
-
-class HybridBatchSearchRequest(BatchSearchRequest, _Fusion):
-    pass
-
-
-# The request of each search kind (search/kinds.py KINDS), derived from its record: a tool's own
-# request where a tool searches that kind (UltraRAG's names), else one made with the options the
-# kind takes. The CLI, the deploy service, the agent's search and the LLM tools read it.
-_OPTIONS: dict[tuple[str, ...], type[BM25SearchRequest]] = {
-    (): BM25SearchRequest, (INSTRUCTION, ANN): SearchRequest, (INSTRUCTION, ANN, FUSION): HybridSearchRequest}
-_TOOLS = {c.kind: c for c in (BM25SearchRequest, SparseSearchRequest, SearchRequest, HybridSearchRequest)}
-
-
-def _request_of(k: Kind) -> type[BM25SearchRequest]:
-    if k.name in _TOOLS:
-        return _TOOLS[k.name]
-    base = _OPTIONS[k.options]
-    return type(f"{k.name.title()}SearchRequest", (base,), {"kind": k.name, "__module__": __name__,
-                                                          "__annotations__": {"kind": "ClassVar[str]"}})
-
-
-SEARCH_REQUESTS: dict[str, type[BM25SearchRequest]] = {name: _request_of(k) for name, k in KINDS.items()}
 
 
 class _Modes(_Scores, _Reply):
@@ -400,23 +278,3 @@ class WebBatchSearchRequest(Request):
     websearch_backend: WebBackend = None
     retrieve_thread_num: ThreadNum = None
     websearch_backend_configs: WebConfigs = None
-
-
-def unreadable_json(e: ValueError | RecursionError) -> str:
-    """What makes JSON unreadable to Python (a number past its int <-> str limit, nesting past the
-    recursion limit), said for the client who sent it."""
-    if isinstance(e, RecursionError):
-        return "the JSON is nested too deeply"
-    if "integer string conversion" in str(e):
-        return f"a number has more than {sys.get_int_max_str_digits()} digits"
-    return " ".join(str(e).split())
-
-
-def argument_problems(e: Exception) -> str:
-    """`top_k: Input should be greater than or equal to 1 (got 0)` per wrong argument."""
-    cause = e if isinstance(e, ValidationError) else e.__cause__
-    if not isinstance(cause, ValidationError):
-        return " ".join(str(e).split())
-    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
-                     + ("" if isinstance(err.get("input"), (dict, list)) else f" (got {err.get('input')!r})")
-                     for err in cause.errors())
