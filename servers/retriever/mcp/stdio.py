@@ -15,7 +15,8 @@ with `server/discover` (the MCP SDK 2.x) speaks 2026-07-28 with it; one that ope
 `initialize`, the revision it asks for.
 
 The protocol owns file descriptor 1: the server keeps its own copy of it and points fd 1 and
-`sys.stdout` at stderr, so a stray print, ours or a native library's, cannot corrupt it."""
+`sys.stdout` at stderr, so a stray print, ours or a native library's, cannot corrupt it. The client's
+messages are read off stdin by stdin.py."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from .. import package_version
@@ -40,6 +41,8 @@ from . import definitions, tasks
 from .core import Gate, serve_call
 from .core import tool_result as _tool_result
 from .eras import MODERN, modern_version, stamped, unsupported
+from .stdin import Lines as Lines  # re-exported (bench/call_spans.py marks its feed)
+from .stdin import read_lines, read_on_loop, read_on_thread
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
@@ -295,47 +298,6 @@ def _error(rid: Any, code: int, message: str, data: dict[str, Any] | None = None
     return {"jsonrpc": "2.0", "id": rid, "error": {**error, "data": data} if data is not None else error}
 
 
-class Lines:
-    """Newline-delimited messages out of chunks of bytes as they arrive."""
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The lines `chunk` completes."""
-        lines, start = [], 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            self.parts.append(chunk[start:end])
-            lines.append(b"".join(self.parts))
-            self.parts, start = [], end + 1
-        if start < len(chunk):
-            self.parts.append(chunk[start:])
-        return lines
-
-    def rest(self) -> list[bytes]:
-        """The last line, where the stream ended without its newline."""
-        return [b"".join(self.parts)] if self.parts else []
-
-
-def read_lines(fd: int) -> Iterator[bytes]:
-    """The lines of file descriptor `fd` until its end (or an error reading it), read with os.read:
-    sys.stdin's buffer would hold a lock while it waits, and a process forked meanwhile (OpenVINO's
-    telemetry forked one from a thread at `import openvino`, before imports.py left its converter,
-    which starts it, out; a library may still) inherits that lock held: its
-    multiprocessing start-up closes sys.stdin and waits forever, keeping the client's pipes open
-    after the client exits."""
-    lines = Lines()
-    while True:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except OSError:
-            break
-        if not chunk:
-            break
-        yield from lines.feed(chunk)
-    yield from lines.rest()
-
-
 def refuse_requests(message: str) -> None:
     """A server that cannot start still answers its client: every request on stdin (the client's
     `initialize` first) gets `message` as a JSON-RPC error, until the client closes stdin, so the
@@ -352,40 +314,6 @@ def refuse_requests(message: str) -> None:
             os.write(1, json.dumps(_error(request["id"], INTERNAL_ERROR, message)).encode() + b"\n")
 
 
-def _read_on_loop(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]) -> bool:
-    """Read stdin on the event loop when it becomes readable (a pipe, a socket, a terminal): a
-    message then wakes the loop alone, not a reading thread that wakes the loop in turn (one
-    hand-off less per call). False where the loop cannot watch it (a regular file, /dev/null)."""
-    got = Lines()
-
-    def readable() -> None:
-        try:
-            chunk = os.read(0, 1 << 16)  # readable: returns what is there without waiting
-        except OSError:
-            chunk = b""
-        for line in got.feed(chunk) if chunk else [*got.rest(), None]:
-            lines.put_nowait(line)
-        if not chunk:
-            loop.remove_reader(0)
-
-    try:
-        loop.add_reader(0, readable)
-    except (OSError, ValueError, NotImplementedError):
-        return False
-    return True
-
-
-def _read_on_thread(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]) -> None:
-    def read() -> None:
-        try:
-            for line in read_lines(0):
-                loop.call_soon_threadsafe(lines.put_nowait, line)
-        finally:
-            loop.call_soon_threadsafe(lines.put_nowait, None)
-
-    threading.Thread(target=read, name="stdin", daemon=True).start()
-
-
 def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
     """Serve MCP on this process's stdin and stdout until the client closes stdin."""
     sys.stdout.flush()
@@ -396,8 +324,8 @@ def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
 
     async def main() -> None:
         lines: asyncio.Queue[bytes | None] = asyncio.Queue()
-        if not _read_on_loop(asyncio.get_running_loop(), lines):
-            _read_on_thread(asyncio.get_running_loop(), lines)
+        if not read_on_loop(asyncio.get_running_loop(), lines):
+            read_on_thread(asyncio.get_running_loop(), lines)
         await server.serve(lines)
 
     try:

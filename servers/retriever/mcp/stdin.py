@@ -1,0 +1,86 @@
+"""The client's messages off stdin, for the stdio server (stdio.py): newline-delimited lines out of
+chunks of bytes as they arrive (Lines), read on the event loop where it can watch fd 0, else on a
+thread of their own; and a plain reading of a file descriptor's lines (read_lines)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Iterator
+
+
+class Lines:
+    """Newline-delimited messages out of chunks of bytes as they arrive."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines `chunk` completes."""
+        lines, start = [], 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self.parts.append(chunk[start:end])
+            lines.append(b"".join(self.parts))
+            self.parts, start = [], end + 1
+        if start < len(chunk):
+            self.parts.append(chunk[start:])
+        return lines
+
+    def rest(self) -> list[bytes]:
+        """The last line, where the stream ended without its newline."""
+        return [b"".join(self.parts)] if self.parts else []
+
+
+def read_lines(fd: int) -> Iterator[bytes]:
+    """The lines of file descriptor `fd` until its end (or an error reading it), read with os.read:
+    sys.stdin's buffer would hold a lock while it waits, and a process forked meanwhile (OpenVINO's
+    telemetry forked one from a thread at `import openvino`, before imports.py left its converter,
+    which starts it, out; a library may still) inherits that lock held: its
+    multiprocessing start-up closes sys.stdin and waits forever, keeping the client's pipes open
+    after the client exits."""
+    lines = Lines()
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        yield from lines.feed(chunk)
+    yield from lines.rest()
+
+
+def read_on_loop(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]) -> bool:
+    """Read stdin on the event loop when it becomes readable (a pipe, a socket, a terminal): a
+    message then wakes the loop alone, not a reading thread that wakes the loop in turn (one
+    hand-off less per call). False where the loop cannot watch it (a regular file, /dev/null)."""
+    got = Lines()
+
+    def readable() -> None:
+        try:
+            chunk = os.read(0, 1 << 16)  # readable: returns what is there without waiting
+        except OSError:
+            chunk = b""
+        for line in got.feed(chunk) if chunk else [*got.rest(), None]:
+            lines.put_nowait(line)
+        if not chunk:
+            loop.remove_reader(0)
+
+    try:
+        loop.add_reader(0, readable)
+    except (OSError, ValueError, NotImplementedError):
+        return False
+    return True
+
+
+def read_on_thread(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]) -> None:
+    def read() -> None:
+        try:
+            for line in read_lines(0):
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+        finally:
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+
