@@ -237,9 +237,14 @@ def candidate_rows(s: Session, f: Filter | None) -> Allowed:
     rule = visibility.rule(s.config)
     if rule is None:
         return Allowed(s.collection.allowed(f), f)
-    field_, missing, groups = rule.key
-    seen = Seen(s.collection.visible(rule), f"{field_}|{missing}|{','.join(sorted(groups))}")
+    seen = Seen(s.collection.visible(rule), seen_key(rule))
     return Allowed(s.collection.allowed(f, rule), f, seen)
+
+
+def seen_key(rule: visibility.Rule) -> str:
+    """The name of a rule (its field, missing and groups) that what is learned from its searches is kept under."""
+    field_, missing, groups = rule.key
+    return f"{field_}|{missing}|{','.join(sorted(groups))}"
 
 
 def reopen(s: Session, tries: int = 3) -> Session:

@@ -132,6 +132,11 @@ class HeldDocuments(Protocol):
         """BM25 hits ranked by the backend (NotYetSupportedError where it does not rank text)."""
         ...
 
+    def text_bounds(self, index: VectorIndex | None, queries: Sequence[str]) -> list[float] | None:
+        """Per query, the highest BM25 score its terms allow over the documents the caller sees
+        (adaptive fusion's scale), or None where the backend does not know it."""
+        ...
+
     def sparse_hits(self, index: VectorIndex | None, encoder: SparseEncoding, queries: Sequence[str], k: int,
                     f: Filter | None) -> list[list[Hit]]:
         """Learned-sparse hits ranked by the backend (NotYetSupportedError / IndexMismatchError where

@@ -135,8 +135,8 @@ class Hybrid:
         # the learned-sparse list beside them or in BM25's place (sparse.hybrid; learned_sparse.py)
         lists, weights = learned_sparse.hybrid_lists(s, queries, h.candidate_depth, allowed, lists, weights)
         normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
-        rule = QueryFusion(h, normalized, signals.gate_for(s, allowed.seen) if h.query_gate else None)
-        seen = None if allowed.seen is None else allowed.seen.rows
+        key, seen = (None, None) if allowed.seen is None else (allowed.seen.key, allowed.seen.rows)
+        rule = QueryFusion(h, normalized, signals.gate_for(s, key) if h.query_gate else None)
         bounds = s.bm25.bounds(queries, seen, s.collection.texts) if h.fusion == "adaptive" else [None] * len(queries)
         out = []
         for i, bound in enumerate(bounds):  # in order: each query's gate is what the ones before it left

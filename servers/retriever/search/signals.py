@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..compute import CALLER
-from ..session import Seen, Session
+from ..session import Session
 from ..types import Hit
 
 CROSS_TAU = 0.03  # the cosine gap at which BM25's prior reaches zero
@@ -120,12 +120,13 @@ class QueryGate:
 MAX_GATES = 1024  # callers' gates kept per collection; the least recently used goes first
 
 
-def gate_for(s: Session, seen: Seen | None = None) -> QueryGate:
+def gate_for(s: Session, seen: str | None = None) -> QueryGate:
     """The query gate of session `s`'s collection (kept with the session: session.Learned) for
     this caller (compute.CALLER: one caller's queries cannot open the gate for another's), made on
-    its first hybrid query. A restricted caller (`seen`: what it sees) has a gate of its own per
-    visibility rule, fed only by its own queries over what it sees (no gap measured with hidden documents)."""
-    learned, key = s.learned, CALLER.get() if seen is None else f"{CALLER.get()}\x00{seen.key}"
+    its first hybrid query. A restricted caller (`seen`: the key of what it sees, session.seen_key) has
+    a gate of its own per visibility rule, fed only by its own queries over what it sees (no gap
+    measured with hidden documents)."""
+    learned, key = s.learned, CALLER.get() if seen is None else f"{CALLER.get()}\x00{seen}"
     with learned.gates_lock:
         gate = learned.gates.pop(key, None) or QueryGate()
         learned.gates[key] = gate

@@ -18,8 +18,10 @@ collection's hybrid (search/rankers.py Hybrid):
   local rows and keeps its result in a local file, neither of which exists in this mode.
 - a caller that sees only some documents (security/visibility.py) gets, in every list, only those:
   the store handed in is `seen_by` its rule (kinds.held_search), which the backend ANDs into each
-  search as an expression; Milvus's BM25 statistics and the bound stay the whole collection's
-  (docs/security.md says so).
+  search as an expression. Its BM25 list (alone and in hybrid) and adaptive fusion's bound are not
+  Milvus's, whose statistics are the whole collection's: the backend scores them over the documents
+  it sees (indexes/milvus/seen.py: their terms read from Milvus once per rule and collection version),
+  the scores a collection of only those documents gives; its query gate is its own per rule.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from ..config import HybridConfig
 from ..embedders import Embedder
 from ..errors import NotYetSupportedError
 from ..indexes import HeldDocuments
-from ..session import Session
+from ..security import visibility
+from ..session import Session, seen_key
 from ..types import Hit, Hits
 from . import learned_sparse, signals
 from .fusion import SCALERS
@@ -99,14 +102,16 @@ def hybrid(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
     normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
     # the query gate and the cross-check, as locally (hybrid.QueryFusion): they need BM25's bound,
     # which Milvus gives with the bm25s analyzer
-    rule = QueryFusion(h, normalized, signals.gate_for(s) if h.query_gate else None)
+    seen = visibility.rule(s.config)  # a restricted caller: its own gate per rule, as locally
+    rule = QueryFusion(h, normalized, signals.gate_for(s, None if seen is None else seen_key(seen))
+                       if h.query_gate else None)
 
     def rank(chunk: list[str], top: int) -> Hits:
         vectors = embedder.encode_queries(chunk, pick(ranker.query_instruction, s.config.query_instruction))
         dense = compute.submit(store.hits, s.dense, vectors, h.candidate_depth, f, ranker.ann)
         text = store.text_hits(s.dense, chunk, h.candidate_depth, f) if where != "instead_of_bm25" else None
         learned = store.sparse_hits(s.dense, model, chunk, h.candidate_depth, f) if model is not None else None
-        bounds = _bounds(s, h, chunk) if text is not None else [None] * len(chunk)
+        bounds = _bounds(store, s, h, chunk) if text is not None else [None] * len(chunk)
         fused = []
         for i, (d, bound) in enumerate(zip(dense.result(), bounds, strict=True)):
             lists = {"dense": d, **({"bm25": text[i]} if text is not None else {}),
@@ -135,11 +140,11 @@ def _embedder(s: Session, what: str) -> Embedder:
     return s.embedder
 
 
-def _bounds(s: Session, h: HybridConfig, queries: list[str]) -> list[float | None]:
-    """Adaptive fusion's BM25 scale per query: the highest score its terms allow, where the backend
-    keeps the document frequencies to know it (Milvus, full_text_analyzer bm25s: indexes/milvus/df.py)."""
-    found = getattr(s.dense, "bm25_bounds", None) if h.fusion == "adaptive" else None
-    bounds = found(queries) if callable(found) else None
+def _bounds(store: HeldDocuments, s: Session, h: HybridConfig, queries: list[str]) -> list[float | None]:
+    """Adaptive fusion's BM25 scale per query: the highest score its terms allow over the documents
+    the caller sees, where the backend keeps the document frequencies to know it (Milvus,
+    full_text_analyzer bm25s: indexes/milvus/df.py, or seen.py for a restricted caller)."""
+    bounds = store.text_bounds(s.dense, queries) if h.fusion == "adaptive" else None
     return list(bounds) if bounds is not None else [None] * len(queries)
 
 

@@ -154,6 +154,12 @@ class MilvusBackend:
                                        "and hybrid search there, or is_demo: false to keep a corpus here")
         return _held(index).text_hits(queries, k, f, self.rule)
 
+    def text_bounds(self, index: Any, queries: Sequence[str]) -> list[float] | None:
+        """Adaptive fusion's BM25 bound per query, over the documents `rule` sees (None: not known here)."""
+        if self.full_text is None or not isinstance(index, MilvusIndex):
+            return None
+        return index.bm25_bounds(queries, self.rule)
+
     def sparse_hits(self, index: Any, encoder: SparseEncoding, queries: Sequence[str], k: int,
                     f: Filter | None) -> list[list[Hit]]:
         """Learned-sparse hits ranked by Milvus, where the collection was made with `encoder`'s model."""

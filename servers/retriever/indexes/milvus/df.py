@@ -104,7 +104,13 @@ class TermStats:
         """Per analysed query (its terms joined by spaces), the highest BM25 score Milvus can give it."""
         split = [q.split() for q in queries]
         dfs = self._query(sorted({t for terms in split for t in terms}))
-        return [(k1 + 1) * math.fsum(_idf(dfs[t], n) for t in terms if dfs.get(t, 0) > 0) for terms in split]
+        return [bound([dfs.get(t, 0) for t in terms], n, k1) for terms in split]
+
+
+def bound(dfs: Sequence[int], n: int, k1: float) -> float:
+    """The highest BM25 score Milvus can give a query whose terms (in order) have document frequencies
+    `dfs` among `n` documents: (k1 + 1) times the sum of their idf (a term no document holds adds nothing)."""
+    return (k1 + 1) * math.fsum(_idf(df, n) for df in dfs if df > 0)
 
 
 def _idf(df: int, n: int) -> float:

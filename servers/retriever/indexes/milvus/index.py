@@ -29,6 +29,7 @@ from ...filters import Filter
 from ...security.visibility import Rule
 from ...types import Document, Hit
 from ..base import Change, SparseEncoding
+from . import seen
 from . import sparse as milvus_sparse
 from .filters import where
 from .fulltext import FullText
@@ -87,13 +88,18 @@ class MilvusIndex:
     def text_hits(self, queries: Sequence[str], k: int, f: Filter | None = None,
                   rule: Rule | None = None) -> list[list[Hit]]:
         """BM25 hits ranked by Milvus (full_text), with the text and metadata Milvus stored; `rule`: only
-        the documents a restricted caller sees (security/visibility.py)."""
-        found = on_compute_thread(self.store.text_search, list(queries), k, self._where(f, rule))
-        return _hits(found, rule)
+        the documents a restricted caller sees (security/visibility.py), scored with their statistics
+        alone (seen.py), not the collection's."""
+        if rule is not None:
+            return on_compute_thread(seen.text_hits, self.store, list(queries), k, f, rule)
+        return _hits(on_compute_thread(self.store.text_search, list(queries), k, self._where(f, None)), None)
 
-    def bm25_bounds(self, queries: Sequence[str]) -> list[float] | None:
+    def bm25_bounds(self, queries: Sequence[str], rule: Rule | None = None) -> list[float] | None:
         """Per query, the highest BM25 score its terms allow in this collection (adaptive fusion's
-        BM25 scale), or None where Milvus keeps no document frequencies of ours (df.py)."""
+        BM25 scale), or None where Milvus keeps no document frequencies of ours (df.py); `rule`: over
+        the documents it sees (seen.py)."""
+        if rule is not None:
+            return on_compute_thread(seen.bounds, self.store, list(queries), rule)
         return on_compute_thread(self.store.bm25_bounds, list(queries))
 
     def health(self, timeout: float) -> str | None:
