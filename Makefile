@@ -88,15 +88,20 @@ lint: setup
 
 test: setup milvus-server infinity-venv mcp1-venv oidc-provider lint test-suite test-milvus-server
 
-# the two parts of the suite (.ci/run times each); --durations=20: the slowest tests in every CI log
+# the two parts of the suite (.ci/run times each); --durations=20: the slowest tests in every CI log.
+# The suite runs on JOBS pytest-xdist workers (the machine's two cores: most tests wait on a model, a
+# subprocess or a server), a test module whole on one worker (--dist loadfile: its module fixtures,
+# SciFact's indexes among them, are built once). JOBS=0 runs it in one process.
+JOBS ?= 2
+XDIST = $(if $(filter 0,$(JOBS)),,-n $(JOBS) --dist loadfile)
 test-suite: setup infinity-venv mcp1-venv oidc-provider
-	$(BIN)/python -m pytest -q -m "not milvus_server" --durations=20
+	$(BIN)/python -m pytest -q $(XDIST) -m "not milvus_server" --durations=20
 
 test-milvus-server: setup milvus-server
 	$(NETNS) 'ip link set lo up && exec $(BIN)/python -m pytest -q -m milvus_server --durations=20'
 
 test-fast: setup infinity-venv
-	$(BIN)/python -m pytest -q -m "not slow and not milvus_server"
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow and not milvus_server"
 
 eval-scifact: setup
 	$(BIN)/retriever index $(SCIFACT)
