@@ -345,3 +345,31 @@ def test_a_stateless_request_of_an_unknown_revision_is_told_which_are_served(bui
     assert found["supportedVersions"] == ["2026-07-28"] and found["resultType"] == "complete"
     listed = raw.ask("tools/list", meta)["result"]
     assert listed["resultType"] == "complete" and listed["ttlMs"] == 0 and listed["tools"]
+
+
+FORK_WHILE_HELD = """
+import multiprocessing, threading
+from retriever import compute
+held, release = threading.Event(), threading.Event()
+def hold():
+    with compute._executor._cond:  # as the compute thread holds it while it takes work
+        held.set()
+        release.wait()
+threading.Thread(target=hold).start()
+held.wait()
+child = multiprocessing.get_context("fork").Process(target=int)
+child.start()
+child.join(10)
+release.set()
+print("child exit", child.exitcode)
+if child.exitcode is None:
+    child.kill()
+"""
+
+
+def test_a_child_forked_while_the_compute_lock_is_held_exits() -> None:
+    """The cause of the STRAY test's rare hang above: a child forked while another thread held the
+    compute executor's lock inherited it held, and its exit (the executor's shutdown, registered
+    to run at exit) waited on it for ever; the server, waiting on its child, never exited."""
+    out = subprocess.run([sys.executable, "-c", FORK_WHILE_HELD], capture_output=True, text=True, timeout=60)
+    assert "child exit 0" in out.stdout, (out.stdout, out.stderr[-2000:])

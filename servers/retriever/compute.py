@@ -21,6 +21,7 @@ turn at most while another caller's work waits, not eight turns in a row.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -45,6 +46,11 @@ class Turns(Executor):
 
     def __init__(self, name: str = _NAME) -> None:
         self._name = name
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """No work, no thread, a lock nobody holds: at the start, and in a child forked from this
+        process (its copy of the lock may be held by the compute thread, which it has not got)."""
         self._cond = threading.Condition()
         self._queues: dict[str, deque[tuple[Future[Any], Callable[[], Any]]]] = {}
         self._thread: threading.Thread | None = None
@@ -110,6 +116,19 @@ _executor = Turns()
 _holding = threading.Event()  # set while a whole call runs on the compute thread
 # as concurrent.futures' own executors: the work queued finishes before the interpreter exits
 getattr(threading, "_register_atexit", lambda f: None)(_executor.shutdown)
+
+
+def _forked() -> None:
+    """A child forked from a thread (multiprocessing's fork, a native library's helper: OpenVINO's
+    telemetry forks at import) copies the locks as they were, perhaps held by the compute thread,
+    which the child has not got: its exit (the shutdown above) waited on that lock for ever, and
+    the parent waiting on the child with it. The child starts with its own."""
+    global _holding
+    _executor._fresh()
+    _holding = threading.Event()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def executor() -> Turns:
