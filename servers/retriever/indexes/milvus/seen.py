@@ -17,14 +17,18 @@ used, at most `CACHED_TOKENS` tokens together (the newest is kept whatever its s
 this process makes the next search read the documents again. The hits' text and metadata are read by
 id at each search and checked with Rule.sees, so a document another process has since hidden or
 deleted is never shown (its statistics stay in until this process writes or restarts).
+
+The documents are read a page at a time (`paged`), so a collection holding more than one query's reply
+(a server's maxOutputSize) is read whole.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +47,35 @@ if TYPE_CHECKING:
 
 CACHED = 8  # rules' copies kept in this process, the least recently used first out
 CACHED_TOKENS = 20_000_000  # tokens they hold together (about 8 bytes each: 160 MB)
+PAGE = 16_384  # rows one query of `paged` asks for at most (Milvus's limit on a query's limit)
+FIRST_PAGE = 256  # rows of its first query (terms and metadata of at most 64 KiB each: at most 32 MiB)
+PAGE_BYTES = 32 << 20  # characters a later page is sized to hold, by the rows read so far (well under a reply's bound)
 _WORD = re.compile(r"\w+", re.UNICODE)  # Milvus's `standard` tokenizer over our terms field
+
+
+def paged(store: MilvusStore, expr: str, fields: Sequence[str]) -> Iterator[dict[str, Any]]:
+    """Every row matching `expr` (its id and `fields`), a page a query in primary-key order, each page the
+    rows after the last id read: as pymilvus's query_iterator reads, with the `iterator` flag, without
+    which Milvus Lite 3.2.2 returns a page in no order (the 2.3.5 server orders it either way); the store's
+    read consistency applies (store._read). One plain query returns no more than a server allows (its
+    maxOutputSize; a limit at most 16384 rows). The first page is `FIRST_PAGE` rows, each later one as
+    many as `PAGE_BYTES` holds at the size of the rows read so far (at most `PAGE`): few queries, since
+    Milvus Lite reads the expression over the rows after the last id at each (the id's range first)."""
+    key = store.fields.id
+    last: str | None = None
+    size, count, limit = 0, 0, min(FIRST_PAGE, PAGE)
+    while True:
+        after = None if last is None else f"{key} > {json.dumps(last, ensure_ascii=False)}"
+        rows = store._read("query", store._client.query, store.collection,
+                           filter=" and ".join(f"({e})" for e in (after, expr) if e), output_fields=[key, *fields],
+                           limit=limit, iterator="True")
+        yield from rows
+        if len(rows) < limit:
+            return
+        last = max(row[key] for row in rows)
+        size += sum(len(str(v)) for row in rows for v in row.values())
+        count += len(rows)
+        limit = max(1, min(PAGE, PAGE_BYTES * count // max(1, size)))
 
 
 def words(terms: str) -> list[str]:
@@ -81,8 +113,7 @@ class SeenText:
                 "a caller with a visibility rule (security.visibility) is scored with the statistics of the "
                 "documents it sees, which needs our terms in Milvus: set index_backend_configs.milvus."
                 "full_text_analyzer: bm25s and rebuild (retriever_index overwrite=true)")
-        rows = store._read("query", store._client.query, store.collection, filter=visible(rule, f.metadata),
-                           output_fields=[f.id, ft.terms_field, f.metadata])
+        rows = paged(store, visible(rule, f.metadata), [ft.terms_field, f.metadata])
         vocabulary: dict[str, int] = {}
         ids, flat, lengths = [], [], []
         for row in rows:
@@ -160,7 +191,8 @@ def text_hits(store: MilvusStore, queries: Sequence[str], k: int, f: Filter | No
     seen = seen_text(store, rule)
     allowed = None
     if f is not None:  # the documents passing the filter, by position (the copy holds only those it sees)
-        passing = store.matching(where(f, None, store.fields.id, store.fields.metadata) or "")
+        key = store.fields.id
+        passing = {row[key] for row in paged(store, where(f, None, key, store.fields.metadata) or "", [])}
         allowed = np.fromiter((i in passing for i in seen.ids), bool, len(seen.ids))
     ranked = seen.search(ft.analysed(list(queries)), k, allowed)
     wanted = sorted({i for hits in ranked for i, _ in hits})
