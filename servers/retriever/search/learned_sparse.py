@@ -10,7 +10,7 @@ between the change log's commit and the index's) encodes only those rows and pub
 index before searching (`index_for`), and one that holds an older copy than the folder's reads the
 folder's. Deleted and replaced documents are masked out at search, as in BM25. In hybrid
 search, `sparse.hybrid` puts the sparse list beside dense and BM25 (`fused`) or in BM25's place
-(`instead_of_bm25`): `hybrid_lists`.
+(`instead_of_bm25`): search/hybrid.py `ranked`.
 """
 
 from __future__ import annotations
@@ -278,18 +278,3 @@ class Sparse:
 
     def scale(self, s: Any) -> Callable[[float], float]:
         return lambda x: expit(x / SPARSE_SCALE)
-
-
-def hybrid_lists(s: Any, queries: list[str], depth: int, allowed: Any, lists: dict[str, list[Any]],
-                 weights: list[float]) -> tuple[dict[str, list[Any]], list[float]]:
-    """Hybrid's per-retriever lists (name -> per query (rows, scores)) and priors, with the sparse
-    list where `sparse.hybrid` puts it: beside the others (BM25's prior shared half and half with
-    it) or in BM25's place (its prior)."""
-    where = s.config.sparse.hybrid
-    if where == "off" or not s.config.sparse.model_name_or_path:
-        return lists, weights
-    rows, scores = Sparse().rows(s, queries, depth, allowed)
-    sparse = list(zip(rows, scores))
-    if where == "instead_of_bm25":
-        return {"dense": lists["dense"], "sparse": sparse}, weights
-    return {**lists, "sparse": sparse}, [weights[0], weights[1] / 2, weights[1] / 2]

@@ -13,11 +13,12 @@ import numpy as np
 from .. import compute
 from ..config import HybridConfig
 from ..errors import IndexMissingError, NotYetSupportedError
+from ..indexes.bm25 import BM25Index
 from ..session import Allowed, Session
-from . import learned_sparse, signals
+from . import learned_sparse
 from .calibration import auto_vector_weight
 from .fusion import SCALERS
-from .hybrid import Fused, QueryFusion, RowRanking, fused_rows, fused_scale
+from .hybrid import Fused, RowRanking, fused_scale, ranked
 from .results import pick
 
 Scale = Callable[[float], float]
@@ -45,11 +46,6 @@ def text_only(s: Session, what: str) -> None:
     if s.config.is_multimodal:
         raise NotYetSupportedError(f"{what}: this collection holds images (is_multimodal), which have no text for "
                                    "BM25; search them with retriever_search")
-
-
-def _top(ranking: RowRanking) -> float | None:
-    """A ranking's best score (None: empty)."""
-    return float(ranking[1][0]) if len(ranking[1]) else None
 
 
 def _ranked(rows: Sequence[np.ndarray], scores: Sequence[np.ndarray]) -> list[Fused]:
@@ -110,7 +106,8 @@ class BM25:
 class Hybrid:
     """Dense and BM25 at once (dense on the compute thread while BM25 runs on this one; a small
     call already on the compute thread runs them one after the other), each `candidate_depth` deep,
-    fused per query (fusion.py); each hit keeps its rank and score in both."""
+    fused per query by hybrid.ranked over the collection's rows (the code a backend that holds the
+    documents runs too); each hit keeps its rank and score in both."""
 
     options: HybridConfig
     query_instruction: str | None = None
@@ -125,27 +122,10 @@ class Hybrid:
             missing = [what for what, index in (("dense (retriever_embed, then retriever_index)", s.dense),
                                                 ("BM25 (bm25_index)", s.bm25)) if index is None]
             raise IndexMissingError(f"hybrid search needs both indexes; missing: {' and '.join(missing)}")
-        h = self.options
         # before the dense search starts: auto may probe the collection (what the caller sees) first
         weights = self.weights(s, allowed)
-        dense = compute.submit(Dense(self.query_instruction, self.ann).rows, s, queries, h.candidate_depth, allowed)
-        b_rows, b_scores = BM25().rows(s, queries, h.candidate_depth, allowed)
-        d_rows, d_scores = dense.result()
-        lists = {"dense": list(zip(d_rows, d_scores)), "bm25": list(zip(b_rows, b_scores))}
-        # the learned-sparse list beside them or in BM25's place (sparse.hybrid; learned_sparse.py)
-        lists, weights = learned_sparse.hybrid_lists(s, queries, h.candidate_depth, allowed, lists, weights)
-        normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
-        key, seen = (None, None) if allowed.seen is None else (allowed.seen.key, allowed.seen.rows)
-        rule = QueryFusion(h, normalized, signals.gate_for(s, key) if h.query_gate else None)
-        bounds = s.bm25.bounds(queries, seen, s.collection.texts) if h.fusion == "adaptive" else [None] * len(queries)
-        out = []
-        for i, bound in enumerate(bounds):  # in order: each query's gate is what the ones before it left
-            ranked: dict[str, RowRanking] = {name: found[i] for name, found in lists.items()}
-            scales = rule.scales(_top(ranked["dense"]), None, bound, "sparse" in ranked,
-                                 _top(ranked["sparse"]) if "sparse" in ranked else None)
-            priors = rule.priors(weights, ranked["dense"], ranked.get("bm25"), scales.get("bm25"))
-            out.append(fused_rows(s.collection, ranked, h.fusion, priors, h.rrf_k, depth, scales))
-        return out
+        return ranked(_Rows(s, allowed, s.bm25, Dense(self.query_instruction, self.ann)), s, self.options, weights,
+                      None if allowed.seen is None else allowed.seen.key, queries, depth)
 
     def depth(self, k: int) -> int:
         return max(k, self.options.candidate_depth)
@@ -160,3 +140,29 @@ class Hybrid:
 
     def scale(self, s: Session) -> Scale:
         return fused_scale(self.options.fusion, self.weights(s), self.options.rrf_k)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Hybrid's lists from a local collection's indexes (hybrid.Lists): rows and scores per query."""
+
+    s: Session
+    allowed: Allowed
+    bm25_index: BM25Index
+    dense_ranker: Dense
+
+    def dense(self, queries: list[str], depth: int) -> list[RowRanking]:
+        return list(zip(*self.dense_ranker.rows(self.s, queries, depth, self.allowed)))
+
+    def bm25(self, queries: list[str], depth: int) -> list[RowRanking]:
+        return list(zip(*BM25().rows(self.s, queries, depth, self.allowed)))
+
+    def sparse(self, queries: list[str], depth: int) -> list[RowRanking]:
+        return list(zip(*learned_sparse.Sparse().rows(self.s, queries, depth, self.allowed)))
+
+    def bounds(self, queries: list[str]) -> list[float]:
+        seen = None if self.allowed.seen is None else self.allowed.seen.rows
+        return self.bm25_index.bounds(queries, seen, self.s.collection.texts)
+
+    def rows(self, named: dict[str, RowRanking]) -> tuple[dict[str, RowRanking], Sequence[str]]:
+        return named, self.s.collection.ids

@@ -49,7 +49,7 @@ def multi_query(s: Session, ranker: Ranker, question_list: Any, k: int, depth: i
 
     reranking = rerank.plan(s.config.rerank, s.config.is_multimodal)  # against each question's first phrasing
     top = k if reranking is None else reranking.retrieve(k)
-    fused = [fused_rows(s.collection, {str(i): (r[0], r[1]) for i, r in enumerate(group)}, "rrf", None, rrf_k, top)
+    fused = [fused_rows(s.collection.ids, {str(i): (r[0], r[1]) for i, r in enumerate(group)}, "rrf", None, rrf_k, top)
              for group in search_groups(ranked, question_list, "question_list")]
     # equal weights summing to 1, whatever the number of phrasings
     chain = stages(fused_scale("rrf", [1.0], rrf_k) if scale_score and reranking is None else None, score_threshold)

@@ -31,7 +31,6 @@ import numpy as np
 
 from ..compute import CALLER
 from ..session import Session
-from ..types import Hit
 
 CROSS_TAU = 0.03  # the cosine gap at which BM25's prior reaches zero
 TRUSTED = 0.5  # the dense prior from which the cross-check acts
@@ -133,16 +132,3 @@ def gate_for(s: Session, seen: str | None = None) -> QueryGate:
         while len(learned.gates) > MAX_GATES:
             learned.gates.popitem(last=False)
         return gate
-
-
-def hits_as_rows(dense: Sequence[Hit], bm25: Sequence[Hit]) -> tuple[tuple[np.ndarray, np.ndarray],
-                                                                      tuple[np.ndarray, np.ndarray]]:
-    """Two hit lists (a backend that holds the documents returns hits, not rows) as the rows and
-    scores the gate and the cross-check read, one number per id across both."""
-    number: dict[str, int] = {}
-
-    def rows(hits: Sequence[Hit]) -> tuple[np.ndarray, np.ndarray]:
-        return (np.asarray([number.setdefault(h.id, len(number)) for h in hits], dtype=np.int64),
-                np.asarray([float(h.score) for h in hits], dtype=np.float64))
-
-    return rows(dense), rows(bm25)

@@ -1,11 +1,9 @@
 """Dense, BM25 and hybrid search where the index backend holds the documents (Milvus with is_demo,
 which ranks dense only, or with `index_backend_configs.milvus.full_text`, which ranks BM25 too). There are no corpus rows
-here: each retriever's hits come from the backend with their text, and hybrid fuses them by id
-with the same fusions as a local collection (fusion.py: adaptive, rrf, convex).
-
-Each query's scales, query gate and cross-check are the local collection's rule
-(search/hybrid.py QueryFusion); the fusion is search/hybrid.py `fused`. What differs from a local
-collection's hybrid (search/rankers.py Hybrid):
+here: each retriever's hits come from the backend with their text. Hybrid is the local
+collection's code (search/hybrid.py `ranked`: the lists, the scales, the query gate and the
+cross-check, the sparse placement, the fusion) over a source of hits by id instead of rows; what
+differs is what the backend knows:
 
 - adaptive fusion divides BM25 scores by the query's highest possible score, as locally, where
   the backend knows it: Milvus does not expose per-term document frequencies, so with
@@ -27,20 +25,20 @@ collection's hybrid (search/rankers.py Hybrid):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from .. import compute
 from ..config import HybridConfig
 from ..embedders import Embedder
 from ..errors import NotYetSupportedError
+from ..filters import Filter
 from ..indexes import HeldDocuments
 from ..security import visibility
 from ..session import Session, seen_key
 from ..types import Hit, Hits
-from . import learned_sparse, signals
+from . import learned_sparse
 from .fusion import SCALERS
-from .hybrid import QueryFusion, fused, fused_hits, fused_scale
+from .hybrid import Numbered, RowRanking, fused, fused_rows, fused_scale, placed, placement, ranked
 from .rankers import Dense, Hybrid, text_only
 from .results import as_groups, pick
 from .spec import Spec, staged
@@ -88,49 +86,53 @@ def weights(h: HybridConfig) -> list[float]:
 
 
 def hybrid(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
-    """Dense and BM25 hits from the backend, each `candidate_depth` deep, fused per query; with a
-    sparse model and `sparse.hybrid`, the backend's learned-sparse hits beside them (BM25's prior
-    shared half and half) or in BM25's place, as search/learned_sparse.hybrid_lists does locally."""
+    """Dense and BM25 hits from the backend (and its learned-sparse hits where `sparse.hybrid` puts
+    them), fused per query by hybrid.ranked, the code a local collection's hybrid runs: the hits
+    numbered as rows (hybrid.Numbered), then back to hits."""
     embedder, ranker = _embedder(s, "hybrid search"), cast(Hybrid, spec.ranker)
     text_only(s, "hybrid search")
-    h, f = ranker.options, spec.filter
-    w = weights(h)
-    where = s.config.sparse.hybrid if s.config.sparse.model_name_or_path else "off"
-    model = _sparse_model(s) if where != "off" else None
-    if where == "fused":
-        w = [w[0], w[1] / 2, w[1] / 2]
-    normalized = s.config.backend_configs.sentence_transformers.sentence_transformers_encode.normalize_embeddings
-    # the query gate and the cross-check, as locally (hybrid.QueryFusion): they need BM25's bound,
-    # which Milvus gives with the bm25s analyzer
+    h, w = ranker.options, weights(ranker.options)
     seen = visibility.rule(s.config)  # a restricted caller: its own gate per rule, as locally
-    rule = QueryFusion(h, normalized, signals.gate_for(s, None if seen is None else seen_key(seen))
-                       if h.query_gate else None)
 
     def rank(chunk: list[str], top: int) -> Hits:
-        vectors = embedder.encode_queries(chunk, pick(ranker.query_instruction, s.config.query_instruction))
-        dense = compute.submit(store.hits, s.dense, vectors, h.candidate_depth, f, ranker.ann)
-        text = store.text_hits(s.dense, chunk, h.candidate_depth, f) if where != "instead_of_bm25" else None
-        learned = store.sparse_hits(s.dense, model, chunk, h.candidate_depth, f) if model is not None else None
-        bounds = _bounds(store, s, h, chunk) if text is not None else [None] * len(chunk)
-        fused = []
-        for i, (d, bound) in enumerate(zip(dense.result(), bounds, strict=True)):
-            lists = {"dense": d, **({"bm25": text[i]} if text is not None else {}),
-                     **({"sparse": learned[i]} if learned is not None else {})}
-            scales = rule.scales(_top(d), _top(lists.get("bm25", [])), bound, "sparse" in lists,
-                                 _top(lists.get("sparse", [])))
-            priors = w
-            if "bm25" in lists:  # the gate and the cross-check read rows: the hits numbered by id
-                priors = rule.priors(w, *signals.hits_as_rows(d, lists["bm25"]),
-                                     scales.get("bm25") if bound is not None else None)
-            fused.append(fused_hits(lists, h.fusion, priors, h.rrf_k, top, scales))
-        return fused
+        lists = _Held(s, store, embedder, ranker, spec.filter)
+        fused = ranked(lists, s, h, w, None if seen is None else seen_key(seen), chunk, top)
+        return [table.hits(one) for table, one in zip(lists.tables, fused, strict=True)]
 
-    return staged(s, spec, lambda: fused_scale(h.fusion, w, h.rrf_k), rank)
+    return staged(s, spec, lambda: fused_scale(h.fusion, placed(w, placement(s)), h.rrf_k), rank)
 
 
-def _top(hits: Sequence[Hit]) -> float | None:
-    """A list's best score (None: empty)."""
-    return float(hits[0].score) if hits else None
+@dataclass
+class _Held:
+    """Hybrid's lists from a backend that holds the documents (hybrid.Lists): its hits, each query's
+    numbered as rows in a table of its own."""
+
+    s: Session
+    store: HeldDocuments
+    embedder: Embedder
+    ranker: Hybrid
+    f: Filter | None
+    tables: list[Numbered] = field(default_factory=list)
+
+    def dense(self, queries: list[str], depth: int) -> Hits:
+        vectors = self.embedder.encode_queries(queries, pick(self.ranker.query_instruction,
+                                                             self.s.config.query_instruction))
+        return self.store.hits(self.s.dense, vectors, depth, self.f, self.ranker.ann)
+
+    def bm25(self, queries: list[str], depth: int) -> Hits:
+        return self.store.text_hits(self.s.dense, queries, depth, self.f)
+
+    def sparse(self, queries: list[str], depth: int) -> Hits:
+        return self.store.sparse_hits(self.s.dense, _sparse_model(self.s), queries, depth, self.f)
+
+    def bounds(self, queries: list[str]) -> list[float | None]:  # known with full_text_analyzer bm25s
+        bounds = self.store.text_bounds(self.s.dense, queries)
+        return list(bounds) if bounds is not None else [None] * len(queries)
+
+    def rows(self, named: dict[str, list[Hit]]) -> tuple[dict[str, RowRanking], Sequence[str]]:
+        self.tables.append(table := Numbered())
+        rows = {name: table.rows(hits) for name, hits in named.items()}
+        return rows, table.ids
 
 
 def _embedder(s: Session, what: str) -> Embedder:
@@ -138,14 +140,6 @@ def _embedder(s: Session, what: str) -> Embedder:
         raise NotYetSupportedError(f"{what}: backend is 'bm25', which has no embedder; the index backend holds "
                                    "the documents and their vectors")
     return s.embedder
-
-
-def _bounds(store: HeldDocuments, s: Session, h: HybridConfig, queries: list[str]) -> list[float | None]:
-    """Adaptive fusion's BM25 scale per query: the highest score its terms allow over the documents
-    the caller sees, where the backend keeps the document frequencies to know it (Milvus,
-    full_text_analyzer bm25s: indexes/milvus/df.py, or seen.py for a restricted caller)."""
-    bounds = store.text_bounds(s.dense, queries) if h.fusion == "adaptive" else None
-    return list(bounds) if bounds is not None else [None] * len(queries)
 
 
 # ---- multi-query and fan-out over hits the backend returns -------------------------------------
@@ -159,7 +153,9 @@ def multi_query(searched: Callable[[list[str]], Hits], question_list: Any, k: in
     found = searched([q for g in groups for q in g])
     fused, start = [], 0
     for g in groups:
-        fused.append(fused_hits({str(i): found[start + i] for i in range(len(g))}, "rrf", None, rrf_k, k))
+        table = Numbered()
+        rows = {str(i): table.rows(found[start + i]) for i in range(len(g))}
+        fused.append(table.hits(fused_rows(table.ids, rows, "rrf", None, rrf_k, k)))
         start += len(g)
     # equal weights summing to 1, whatever the number of phrasings
     return apply(fused, stages(fused_scale("rrf", [1.0], rrf_k) if scale_score else None, threshold))
