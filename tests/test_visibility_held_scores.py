@@ -32,7 +32,17 @@ from retriever.indexes.milvus import seen
 from retriever.security import visibility
 from retriever.security.principals import OPERATOR, Principal
 from retriever.testing.projects import SAMPLE, engine_for
-from test_visibility_scores import ADDED, HIDDEN, QUERIES, RARE, READER, as_, project, random_queries
+from test_visibility_scores import (
+    ADDED,
+    HIDDEN,
+    QUERIES,
+    RARE,
+    READER,
+    as_,
+    assert_hidden_documents_move_scores,
+    project,
+    random_queries,
+)
 
 MODES = ("bm25", "dense", "hybrid")
 TOP_K = 200  # more than Y's documents (and X's visible ones)
@@ -143,13 +153,8 @@ def test_the_hidden_documents_do_move_the_collection_s_own_scores(collections: t
     x, y, queries = collections
     if x.config.is_demo:
         pytest.skip(NO_BM25)
-    everything, alone = ranking(x, OPERATOR, "bm25", queries), ranking(y, OPERATOR, "bm25", queries)
-    assert everything[queries.index(RARE)] and all(i.startswith("h-") for i, _ in everything[queries.index(RARE)])
-    moved = 0
-    for got, want in zip(everything, alone):
-        theirs = dict(want)
-        moved += sum(1 for i, s in got if i in theirs and abs(s - theirs[i]) > 1e-3)
-    assert moved > 10
+    assert_hidden_documents_move_scores(ranking(x, OPERATOR, "bm25", queries), ranking(y, OPERATOR, "bm25", queries),
+                                        queries)
 
 
 def test_a_reader_s_bm25_needs_our_terms(tmp_path: Path) -> None:
