@@ -1,22 +1,27 @@
 """Issue 47, phase 1, in process: principals and grants from parameter.yaml and the tokens file (hashed,
 several per principal for rotation, plain tokens of the old kind with every scope), each tool's scope
 from its declared effects (one function), tools/list and calls per principal through a real MCP client
-in memory, collections refused by name, and the audit line of each write. OAuth and the HTTP servers:
-tests/test_oauth.py."""
+in memory, collections refused by name, and the audit line of each write; documents by URI
+(resources/read) under the same read check, over real HTTP with static tokens and on stdio's path. OAuth
+and the HTTP servers: tests/test_oauth.py."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import hashlib
+import io
 import json
 import logging
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import copy_built
+import yaml
+from conftest import BIN, copy_built
 from fastmcp import Client
 from retriever.api import grants
 from retriever.api.registry import TOOLS
@@ -26,6 +31,7 @@ from retriever.errors import ConfigError
 from retriever.mcp.server import build_server
 from retriever.security import principals as p
 from retriever.security.principals import PRINCIPAL, Principal
+from retriever.testing.net import free_port, wait_http
 from retriever.testing.projects import engine_for
 
 TOKEN_OLD, TOKEN_NEW, PLAIN = "tok-rot-old-4f1c9a", "tok-rot-new-8b2e7d", "tok-plain-3c5a11"
@@ -224,3 +230,78 @@ def test_a_listing_of_collections_names_only_those_it_may_read(server: Any, tool
     mine = call(server, READER, tool, {})
     assert [c["name"] for c in json.loads(everything.content[0].text)["collections"]] == ["", "b"]
     assert [c["name"] for c in json.loads(mine.content[0].text)["collections"]] == [""]
+
+
+# ---- documents by URI (resources/read): the read scope and a read grant, as the read tools ----------
+
+DOC = "retriever://documents/doc00"  # the sample corpus's first document
+DOC_TEXT = "Photosynthesis"
+WRITE_ONLY = Principal("writer-only", frozenset({"write"}), read=("*",), write=("*",))
+OUTSIDER = Principal("outsider", frozenset({"read"}), read=("b",), write=())
+REFUSED_READS = {"writer-only": "resources/read needs the scope 'read'",
+                 "outsider": "resources/read: outsider may not read the collection 'default'"}
+URI_TOKENS = {"reader": "tok-res-reader-2b7f", "writer-only": "tok-res-writer-6e0d", "outsider": "tok-res-outsider-81c4"}
+
+
+def test_over_http_a_document_by_uri_needs_the_read_scope_and_grant(built_project: Path, tmp_path: Path) -> None:
+    """`retriever serve --transport http` with static tokens: a reader reads retriever://documents/doc00 and
+    is shown the template; a write-only token and a reader of another collection are refused, by the scope
+    and by the collection, and are not shown the template."""
+    config = copy_built(built_project, tmp_path / "p")
+    cfg = yaml.safe_load(config.read_text())
+    cfg.setdefault("security", {}).setdefault("http", {})["principals"] = [
+        {"name": "reader", "scopes": ["read"], "read": ["*"], "token_sha256": [sha(URI_TOKENS["reader"])]},
+        {"name": "writer-only", "scopes": ["write"], "write": ["*"], "token_sha256": [sha(URI_TOKENS["writer-only"])]},
+        {"name": "outsider", "scopes": ["read"], "read": ["b"], "token_sha256": [sha(URI_TOKENS["outsider"])]}]
+    config.write_text(yaml.safe_dump(cfg))
+    port = free_port()
+    log = tmp_path / "serve.log"
+    env = {k: v for k, v in os.environ.items() if k != "RETRIEVER_HTTP_TOKENS"}
+    proc = subprocess.Popen([str(BIN / "retriever"), "serve", "--config", str(config), "--port", str(port),
+                             "--transport", "http", "--tools", "full", "--init"], stderr=log.open("w"), env=env)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/mcp", proc, lambda: log.read_text()[-3000:], any_status=True)
+        got = {who: asyncio.run(_resources(f"http://127.0.0.1:{port}/mcp", token)) for who, token in URI_TOKENS.items()}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert DOC_TEXT in got["reader"]["read"] and got["reader"]["templates"] == ["retriever://documents/{id}"]
+    for who, said in REFUSED_READS.items():
+        assert said in got[who]["read"] and DOC_TEXT not in got[who]["read"], (who, got[who])
+        assert got[who]["templates"] == [], who
+
+
+async def _resources(url: str, token: str) -> dict[str, Any]:
+    import httpx2
+    from mcp.client.client import Client as SDKClient
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import MCPError
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http, \
+            SDKClient(streamable_http_client(url, http_client=http)) as client:
+        templates = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
+        try:
+            read = " ".join(getattr(c, "text", "") for c in (await client.read_resource(DOC)).contents)
+        except MCPError as e:
+            read = f"error: {e}"
+        return {"templates": templates, "read": read}
+
+
+@pytest.mark.parametrize("principal", [READER, WRITE_ONLY, OUTSIDER], ids=lambda p: p.name)
+def test_stdio_reads_a_document_by_uri_under_the_same_check(server: Any, principal: Principal) -> None:
+    """The stdio server's resources/read and templates/list (its caller is the operator; a principal set
+    as the HTTP guard sets one gets the same answers as over HTTP)."""
+    from retriever.mcp.core import served_tools
+    from retriever.mcp.stdio import ProtocolError, StdioServer
+
+    stdio = StdioServer(server.engine, served_tools(server.engine, profile="full"), io.BytesIO())
+    ctx = contextvars.copy_context()
+    ctx.run(PRINCIPAL.set, principal)
+    templates = ctx.run(stdio.answer, "resources/templates/list", {})["resourceTemplates"]
+    if principal is READER:
+        assert DOC_TEXT in ctx.run(stdio.answer, "resources/read", {"uri": DOC})["contents"][0]["text"]
+        assert [t["uriTemplate"] for t in templates] == ["retriever://documents/{id}"]
+        return
+    with pytest.raises(ProtocolError, match=REFUSED_READS[principal.name]):
+        ctx.run(stdio.answer, "resources/read", {"uri": DOC})
+    assert templates == []

@@ -79,6 +79,19 @@ def access_refusal(principal: Principal, what: str, scope: str, engine: Retrieve
     return unseeing(principal, what, engine)
 
 
+def read_refusal(principal: Principal, what: str, engine: Retriever) -> str | None:
+    """Why `principal` may not read the session's documents by `what` (resources/read of
+    retriever://documents/<id>, which reads the session's collection): the `read` scope and a read grant
+    on that collection, as a read tool's call of it needs (None: it may)."""
+    why = needs(principal, what, "read")
+    if why is not None:
+        return why
+    collection = _label(engine.config.collection_name)
+    if not principal.may("read", collection):
+        return f"{what}: {principal.name} may not read the collection {collection!r} (security.http: its read grants)"
+    return None
+
+
 # Tools that cannot apply document visibility, refused to a caller that sees only some documents
 UNSEEING = {
     "retriever_graph_search": "its graph's triples come from every document",
@@ -139,5 +152,5 @@ def counts(payload: Any) -> dict[str, int]:
     return out
 
 
-__all__ = ["access_refusal", "action", "audit", "collections_of", "counts", "listed", "needs", "refusal", "scope_refusal",
-           "unseeing", "visible"]
+__all__ = ["access_refusal", "action", "audit", "collections_of", "counts", "listed", "needs", "read_refusal", "refusal",
+           "scope_refusal", "unseeing", "visible"]

@@ -2,7 +2,9 @@
 percent-encoded: a path's '/' is %2F), and a client reads the whole document there (its chunks
 merged by offset) or any chunk by its own id. One resource template, read by both MCP servers
 (mcp/server.py, mcp/stdio.py); `resources/list` stays empty: a collection may hold millions of
-documents, found by `search`."""
+documents, found by `search`. A read is a read of the session's collection: the caller needs the
+`read` scope and a read grant on it, as a read tool does (api/grants.py read_refusal), and a caller
+without them is not shown the template either."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from ..errors import InvalidInputError
+from ..errors import ForbiddenError, InvalidInputError
+from ..security.principals import PRINCIPAL
+from .grants import read_refusal
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
@@ -26,6 +30,14 @@ def served(tool_names: Iterable[str]) -> bool:
     return "get_document" in set(tool_names)
 
 
+WHAT = "resources/read"
+
+
+def refusal(engine: Retriever) -> str | None:
+    """Why the caller (principals.PRINCIPAL) may not read documents by URI (None: it may)."""
+    return read_refusal(PRINCIPAL.get(), WHAT, engine)
+
+
 def uri(doc_id: str) -> str:
     return PREFIX + quote(doc_id, safe="")
 
@@ -37,12 +49,16 @@ def doc_id(address: str) -> str:
 
 
 def read(engine: Retriever, key: str) -> dict[str, Any] | None:
-    """The text of document `key` (None: no such document), cut at the reply budget."""
+    """The text of document `key` (None: no such document), cut at the reply budget; ForbiddenError
+    for a caller without the read scope or a read grant on the session's collection."""
     from ..documents.windows import merge, whole
     from .calls import opened
 
+    why = refusal(engine)
+    if why is not None:
+        raise ForbiddenError(why)
     opened(engine)
-    fetch = engine.fetcher("resources/read")
+    fetch = engine.fetcher(WHAT)
     doc = fetch([key]).get(key)
     if doc is not None:
         text = doc.text

@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import ToolListChangedNotification
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..api import resources
 from ..api.tool import Tool
 from ..compute import CALLER
 from . import tasks
@@ -39,6 +40,11 @@ class ToolErrors(Middleware):
         hidden = self.gate.withheld()
         return [t.model_copy(update={"parameters": self.gate.listed(t.name, t.parameters)})
                 for t in await call_next(context) if t.name not in hidden]
+
+    async def on_list_resource_templates(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
+        """The documents' template only to a caller that may read them (resources.refusal)."""
+        templates = await call_next(context)
+        return templates if resources.refusal(self.gate.engine) is None else []
 
     async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         name = context.message.name

@@ -50,7 +50,11 @@ def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: boo
 
 
 def add_documents_template(server: RetrieverMCP, engine: Retriever) -> None:
+    """retriever://documents/<id>: read (and listed, middleware.py) only for a caller with the read scope
+    and a read grant on the session's collection (resources.refusal), as the read tools are."""
     from fastmcp.exceptions import ResourceError
+
+    from ..errors import ForbiddenError
 
     template = resources.TEMPLATE
 
@@ -64,7 +68,10 @@ def add_documents_template(server: RetrieverMCP, engine: Retriever) -> None:
         engine = held()
         if engine is None:
             raise ResourceError("the server has shut down")
-        out = resources.read(engine, id)
+        try:
+            out = resources.read(engine, id)
+        except ForbiddenError as e:
+            raise ResourceError(str(e)) from None
         if out is None:
             raise ResourceError(f"no document {id!r} in the served collection")
         return str(out["text"])

@@ -167,7 +167,7 @@ class StdioServer:
         if method in ("ping", "logging/setLevel"):
             return {}
         if method == "resources/templates/list" and resources.served(self.gate.tools):
-            return {"resourceTemplates": [resources.TEMPLATE]}
+            return {"resourceTemplates": [resources.TEMPLATE] if resources.refusal(self.engine) is None else []}
         if method == "resources/read" and resources.served(self.gate.tools):
             return self.read_resource(params)
         if method in EMPTY:
