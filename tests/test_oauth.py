@@ -5,7 +5,8 @@ scopes and groups against `retriever serve --transport http` and `retriever depl
 tokens a server must refuse (expired, another audience or issuer, alg none, HS256 with the public key,
 an altered payload, another key, nbf ahead); tools/list and calls per principal through the official MCP
 client; collections refused by name; a static hashed token beside OAuth; the audit line of each write,
-no token in any log; and the issuer's key rotation picked up, last (it restarts the provider)."""
+no token in any log; security.visibility by the tokens' groups claim (test_visibility's planted documents,
+on a second serve and deploy pair); and the issuer's key rotation picked up, last (it restarts the provider)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 STATIC = "q7Lx-9c1e0b7a-ci-4d2fZ"  # a hashed static token beside OAuth (principal ci-indexer)
 CLIENTS = [Client("reader", "read", ["team_a"]), Client("writer_a", "read write", ["team_a"]),
            Client("writer_b", "read write", ["team_b"]), Client("admin", "read write admin", ["ops"]),
-           Client("writer_only", "write", ["team_a"]), Client("short", "read", ["team_a"], ttl=1)]
+           Client("writer_only", "write", ["team_a"]), Client("short", "read", ["team_a"], ttl=1),
+           Client("hr", "read", ["hr"])]  # the group test_visibility's hidden documents name (acl)
 ISSUED: list[str] = []  # every token a test used: none may appear in a server's log
 
 
@@ -297,6 +299,60 @@ def test_no_token_reaches_a_log(servers: dict[str, Server]) -> None:
     assert "retriever.audit" in logs["serve"] and "refused an access token" in logs["deploy"]
     assert len(ISSUED) > 20
     assert {kind: leaked(log)[:3] for kind, log in logs.items()} == {"serve": [], "deploy": []}
+
+
+# ---- document-level visibility: the token's groups claim decides what it sees ---------------------
+
+@pytest.fixture(scope="module")
+def hiding(built_project: Path, provider: Provider, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
+        dict[str, Server]]:
+    """serve and deploy over test_visibility's project: security.visibility on (field acl), a document
+    hidden from all but group hr planted as the best match, a hidden neighbour chunk and parent."""
+    from test_visibility import visibility_project
+
+    folder = visibility_project(built_project, tmp_path_factory.mktemp("oauth-vis") / "p").parent
+    started = {kind: Server(kind, folder, provider) for kind in ("serve", "deploy")}
+    yield started
+    logs = {kind: s.stop() for kind, s in started.items()}
+    assert {kind: leaked(log)[:3] for kind, log in logs.items()} == {"serve": [], "deploy": []}
+
+
+def test_a_token_whose_groups_exclude_a_document_never_gets_it_over_mcp(hiding: dict[str, Server],
+                                                                        provider: Provider) -> None:
+    """Every read tool listed to the reader (groups [team_a]), in each case test_visibility calls it, over
+    `serve --transport http` with the official client: no hidden document; hr's token (groups [hr]) gets
+    them through every document tool."""
+    from test_visibility import CASES, WEB, leaks
+
+    s = hiding["serve"]
+    names = session(s, s.token(provider, "reader"))["tools"] - WEB
+    assert {"search", "get_document", "retriever_get_neighbors", "retriever_search"} <= names
+    calls = [(name, args) for name in sorted(names) for args in CASES[name][0]]
+    got = {who: session(s, s.token(provider, who), *calls)["calls"] for who in ("reader", "hr")}
+    assert [(name, leaks(c["text"])) for (name, _), c in zip(calls, got["reader"]) if leaks(c["text"])] == []
+    shown = {name: False for name, _ in calls if CASES[name][1]}
+    for (name, _), c in zip(calls, got["hr"]):
+        if name in shown:
+            shown[name] = shown[name] or bool(leaks(c["text"]))
+    assert shown == {name: True for name in shown}
+
+
+def test_a_token_whose_groups_exclude_a_document_never_gets_it_from_deploy(hiding: dict[str, Server],
+                                                                           provider: Provider) -> None:
+    from test_visibility import MODES, Q, leaks
+
+    s = hiding["deploy"]
+    auth = {who: {"Authorization": f"Bearer {s.token(provider, who)}"} for who in ("reader", "hr")}
+    for who, hidden in (("reader", False), ("hr", True)):
+        for mode in MODES:
+            r = httpx.post(f"{s.url}/search", json={"query_list": [Q], "top_k": 3, "mode": mode}, headers=auth[who],
+                           timeout=30)
+            assert r.status_code == 200 and (r.json()["ret_ids"][0][0] == "hb-1") is hidden, (who, mode, r.text)
+            assert bool(leaks(r.text)) is hidden, (who, mode)
+        doc = httpx.post(f"{s.url}/tools/get_document", json={"ids": ["hb-1"]}, headers=auth[who], timeout=30)
+        assert doc.status_code == 200 and bool(leaks(doc.text)) is hidden, (who, doc.text)
+    mcp = session(s, s.token(provider, "reader"), ("search", {"query": Q, "top_k": 3}))  # the mounted /mcp
+    assert not mcp["calls"][0]["error"] and leaks(mcp["calls"][0]["text"]) == []
 
 
 # ---- last: the issuer's key rotation (restarts the provider) -------------------------------------

@@ -226,15 +226,20 @@ def test_a_restricted_writer_may_not_sync_the_sources(built_project: Path, tmp_p
 TOKENS = {"reader": "tok-vis-reader-5d1e", "hr": "tok-vis-hr-9a3c"}
 
 
-def test_over_http_a_reader_never_gets_the_hidden_document(built_project: Path, tmp_path: Path) -> None:
-    config = visibility_project(built_project, tmp_path / "p")
+def with_principals(config: Path) -> Path:
+    """`config` with two static principals (security.http.principals, hashed): TOKENS' reader of group eng
+    and hr of group hr, both with the read scope only (tests/test_visibility_deploy.py uses it too)."""
     cfg = yaml.safe_load(config.read_text())
     cfg["security"].setdefault("http", {})["principals"] = [
-        {"name": "reader", "scopes": ["read"], "groups": ["eng"],
-         "token_sha256": [hashlib.sha256(TOKENS["reader"].encode()).hexdigest()]},
-        {"name": "hr", "scopes": ["read"], "groups": ["hr"],
-         "token_sha256": [hashlib.sha256(TOKENS["hr"].encode()).hexdigest()]}]
+        {"name": name, "scopes": ["read"], "groups": [group],
+         "token_sha256": [hashlib.sha256(TOKENS[name].encode()).hexdigest()]}
+        for name, group in (("reader", "eng"), ("hr", "hr"))]
     config.write_text(yaml.safe_dump(cfg))
+    return config
+
+
+def test_over_http_a_reader_never_gets_the_hidden_document(built_project: Path, tmp_path: Path) -> None:
+    config = with_principals(visibility_project(built_project, tmp_path / "p"))
     port = free_port()
     log = tmp_path / "serve.log"
     env = {k: v for k, v in os.environ.items() if k != "RETRIEVER_HTTP_TOKENS"}
