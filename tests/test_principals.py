@@ -305,3 +305,23 @@ def test_stdio_reads_a_document_by_uri_under_the_same_check(server: Any, princip
     with pytest.raises(ProtocolError, match=REFUSED_READS[principal.name]):
         ctx.run(stdio.answer, "resources/read", {"uri": DOC})
     assert templates == []
+
+
+# ---- the audit line of a write refused for its scope (before its arguments are read) ----------------
+
+@pytest.mark.parametrize(("principal", "tool", "args", "collections", "scope"), [
+    pytest.param(READER, "add_documents", {"documents": [{"id": "r3", "contents": "quartz refused words"}]},
+                 ["default"], "write", id="reader-adds"),
+    pytest.param(READER, "retriever_delete", {"ids": ["doc00"]}, ["default"], "write", id="reader-deletes"),
+    pytest.param(WRITER, "retriever_index", {"collection_name": "b"}, ["b"], "admin", id="writer-rebuilds-b"),
+])
+def test_a_write_refused_for_its_scope_is_audited(server: Any, caplog: pytest.LogCaptureFixture, principal: Principal,
+                                                  tool: str, args: dict[str, Any], collections: list[str],
+                                                  scope: str) -> None:
+    caplog.set_level(logging.INFO, logger="retriever.audit")
+    result = call(server, principal, tool, args)
+    assert result.is_error and f"{tool} needs the scope {scope!r}" in result.content[0].text
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "retriever.audit"]
+    assert lines == [{"principal": principal.name, "source": "token", "tool": tool, "collections": collections,
+                      "outcome": "refused"}]
+    assert "quartz" not in caplog.text  # never a text of the call

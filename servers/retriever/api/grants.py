@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..config.access import DEFAULT_COLLECTION
@@ -41,6 +41,20 @@ def collections_of(engine: Retriever, request: Request) -> list[str]:
         value = getattr(request, key, None)
         if isinstance(value, str):
             return [_label(value)]
+    return [_label(engine.config.collection_name)]
+
+
+def named_in(engine: Retriever, arguments: Mapping[str, Any]) -> list[str]:
+    """The collections a call's raw arguments name, as collections_of reads a request's, for a call refused
+    before its arguments are validated (its audit line): names that are strings only, each cut at 200
+    characters, at most 100 of them."""
+    named = arguments.get("collections")
+    if isinstance(named, list):
+        return [_label(c)[:200] for c in named if isinstance(c, str)][:100]
+    for key in COLLECTION_FIELDS:
+        value = arguments.get(key)
+        if isinstance(value, str):
+            return [_label(value)[:200]]
     return [_label(engine.config.collection_name)]
 
 
@@ -126,14 +140,17 @@ def listed(principal: Principal, tools: Iterable[Tool]) -> set[str]:
     return {t.name for t in tools if principal.has(t.scope)}
 
 
-def audit(principal: Principal, tool: Tool, engine: Retriever, request: Request, outcome: str,
+def audit(principal: Principal, tool: Tool, engine: Retriever, request: Request | Mapping[str, Any], outcome: str,
           payload: Any = None) -> None:
     """One line on the `retriever.audit` logger for a call that writes (scope write or admin): who,
-    which tool, which collections, the outcome and the reply's counts. Never a token, never a text."""
+    which tool, which collections, the outcome and the reply's counts. Never a token, never a text.
+    `request`: the call's request, or its raw arguments where it is refused before they are validated
+    (for its scope: mcp/core.py Gate.refusal)."""
     if tool.scope == "read":
         return
+    names = named_in(engine, request) if isinstance(request, Mapping) else collections_of(engine, request)
     line = {"principal": principal.name, "source": principal.source, "tool": tool.name,
-            "collections": collections_of(engine, request), "outcome": outcome, **counts(payload)}
+            "collections": names, "outcome": outcome, **counts(payload)}
     audit_log.info("%s", json.dumps(line, sort_keys=False))
 
 
@@ -152,5 +169,5 @@ def counts(payload: Any) -> dict[str, int]:
     return out
 
 
-__all__ = ["access_refusal", "action", "audit", "collections_of", "counts", "listed", "needs", "read_refusal", "refusal",
-           "scope_refusal", "unseeing", "visible"]
+__all__ = ["access_refusal", "action", "audit", "collections_of", "counts", "listed", "named_in", "needs", "read_refusal",
+           "refusal", "scope_refusal", "unseeing", "visible"]

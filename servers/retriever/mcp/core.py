@@ -253,7 +253,8 @@ class Gate:
         return listed_input(self.engine, name, schema)
 
     def refusal(self, name: str, arguments: dict[str, Any]) -> str | None:
-        """Why a call of `name` with `arguments` is refused before it runs (None: it may run)."""
+        """Why a call of `name` with `arguments` is refused before it runs (None: it may run). A write
+        refused for the caller's scope is audited here (its grants are checked, and audited, in serve_call)."""
         limit = self.engine.base_config.limits.max_request_bytes
         try:
             size = len(json.dumps(arguments, default=str))
@@ -271,9 +272,11 @@ class Gate:
         if why is not None:
             log.info("%s: refused: needs %s", name, why)
             return f"{name} cannot work with this server's configuration: it needs {why}"
-        why = grants.scope_refusal(PRINCIPAL.get(), tool)
+        principal = PRINCIPAL.get()
+        why = grants.scope_refusal(principal, tool)
         if why is not None:
             log.info("%s: refused: %s", name, why)
+            grants.audit(principal, tool, self.engine, arguments, "refused")  # a write refused for its scope
         return why
 
     def failure(self, name: str, e: BaseException, arguments_error: tuple[type[BaseException], ...] = ()) -> str:
