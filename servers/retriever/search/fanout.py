@@ -2,7 +2,8 @@
 
 Each collection is searched with its own indexes (dense, BM25 or hybrid, `candidate_depth`
 deep, the same filter); the per-collection rankings are fused by reciprocal rank, keyed by
-(collection, row), so equal ids in two collections stay two hits. Every hit names its
+(collection, row) or, where the backend holds the documents, (collection, id): one function for
+both (`fused_collections`), so equal ids in two collections stay two hits. Every hit names its
 collection and, like every fused hit, its rank and score in each collection's list. A
 collection that fails (missing, no index, a mismatch) is reported in `errors` while the others
 answer; only when every collection fails is the call an error.
@@ -10,21 +11,26 @@ answer; only when every collection fails is the call an error.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..config import HybridConfig
 from ..errors import CancelledWork, InvalidInputError, RetrieverError
+from ..filters import Filter
 from ..filters import parse as parse_filter
 from ..session import Session, candidate_rows
-from ..types import Hit, Hits
-from . import rerank, stored
-from .hybrid import RowRanking, fused, fused_scale
+from ..types import Hit
+from .hybrid import fused
 from .kinds import held_search, kind
+from .rankers import Ranker
 from .results import as_queries
-from .run import hits_of, rankings
-from .spec import Spec
-from .stages import apply, stages
+from .run import rankings
+from .spec import Spec, finish, rrf_scale
+
+# one query's list from one collection: (key, score) best first (a key is a row of a local collection,
+# an id where the backend holds the documents), and the hit of a key
+Listed = tuple[list[tuple[Any, float]], Callable[[Any], Hit]]
 
 
 def fanout(session_of: Callable[[str], Session], queries: list[str], collections: Sequence[str], k: int,
@@ -35,52 +41,45 @@ def fanout(session_of: Callable[[str], Session], queries: list[str], collections
     `session_of(name)` opens a collection ("" = the default one)."""
     ranker = kind(mode, h, query_instruction)
     f = None if filters is None else parse_filter(filters)  # parsed once for every collection
-    # equal weights summing to 1, whatever the number of collections
-    chain = stages(fused_scale("rrf", [1.0], h.rrf_k) if scale_score else None, score_threshold)
     names = list(dict.fromkeys(as_queries(collections, "collections")))
-    answered: dict[str, tuple[Session, list[RowRanking]]] = {}
-    held: dict[str, tuple[Session, Hits]] = {}  # collections whose backend holds the documents: their hits
+    answered: dict[str, tuple[Session, list[Listed]]] = {}
     errors: dict[str, str] = {}
     for name in names:
         try:
             cs = session_of(name)
-            if cs.held is not None:  # Milvus is_demo / full_text: hits from the backend (search/stored.py)
-                held[name] = (cs, held_search(cs, cs.held, Spec(ranker, queries, h.candidate_depth, f)))
-                continue
-            ranked = rankings(cs, ranker, queries, h.candidate_depth, candidate_rows(cs, f))
-            answered[name] = (cs, [(r[0], r[1]) for r in ranked])
+            answered[name] = (cs, _lists(cs, ranker, queries, h.candidate_depth, f))
         except CancelledWork:
             raise
         except RetrieverError as e:
             errors[name] = str(e)
-    if not answered and not held:
+    if not answered:
         raise InvalidInputError("every collection failed: " + "; ".join(f"{n}: {m}" for n, m in errors.items()))
-    sessions = {name: cs for name, (cs, _) in [*answered.items(), *held.items()]}
-    first = next(iter(sessions.values())).config
-    reranking = rerank.plan(first.rerank, first.is_multimodal)  # the cross-encoder stage (rerank.py)
-    top = k if reranking is None else reranking.retrieve(k)
-    if held:  # every list as hits (a local collection's read from its rows), fused by (collection, id)
-        found = {**{name: hits_of(cs, [(r, sc, None) for r, sc in ranked])  # type: ignore[misc]
-                    for name, (cs, ranked) in answered.items()},
-                 **{name: hits for name, (_, hits) in held.items()}}
-        hits = [stored.fused_collections({name: found[name][i] for name in sessions}, h.rrf_k, top)
-                for i in range(len(queries))]
-    else:
-        hits = [_fused_hits(sessions, {name: ranked[i] for name, (_, ranked) in answered.items()}, h.rrf_k, top)
-                for i in range(len(queries))]
-    if reranking is not None:
-        hits, chain = reranking.apply(queries, hits, k), stages(None, score_threshold)
-    return apply(hits, chain), errors
+    # the rerank stage of the first collection that answered (rerank.py)
+    end = finish(next(iter(answered.values()))[0], k, rrf_scale(h.rrf_k, scale_score), score_threshold)
+    return end(queries, [fused_collections({name: lists[i] for name, (_, lists) in answered.items()}, h.rrf_k,
+                                           end.depth) for i in range(len(queries))]), errors
 
 
-def _fused_hits(sessions: Mapping[str, Session], rankings: Mapping[str, RowRanking], rrf_k: float,
-                k: int) -> list[Hit]:
-    """One query: the collections' rankings fused into hits that name their collection."""
-    named = {name: [((name, int(r)), float(sc)) for r, sc in zip(rows.tolist(), scores.tolist()) if r >= 0]
-             for name, (rows, scores) in rankings.items()}
-    out = []
-    for (name, row), score, sources in fused(named, "rrf", None, rrf_k, k):
-        doc = sessions[name].collection.get(row)
-        out.append(Hit(row=row, id=doc.id, text=doc.text, score=score, metadata=doc.metadata, sources=sources,
-                       collection=name))
-    return out
+def _lists(cs: Session, ranker: Ranker, queries: list[str], depth: int, f: Filter | None) -> list[Listed]:
+    """Per query, one collection's list: a local collection's rows (read only for the fused hits), or
+    where the backend holds the documents (Milvus is_demo / full_text) its hits (search/stored.py)."""
+    if cs.held is not None:
+        return [([(x.id, float(x.score)) for x in hits], {x.id: x for x in hits}.__getitem__)
+                for hits in held_search(cs, cs.held, Spec(ranker, queries, depth, f))]
+    ranked = rankings(cs, ranker, queries, depth, candidate_rows(cs, f))
+
+    def read(row: int) -> Hit:
+        doc = cs.collection.get(row)
+        return Hit(row=row, id=doc.id, text=doc.text, score=0.0, metadata=doc.metadata)
+
+    return [([(int(r), float(sc)) for r, sc in zip(rows.tolist(), scores.tolist()) if r >= 0], read)
+            for rows, scores, _ in ranked]
+
+
+def fused_collections(found: Mapping[str, Listed], rrf_k: float, k: int) -> list[Hit]:
+    """One query's lists from several collections fused with RRF, keyed by (collection, key): equal
+    keys in two collections stay two hits; each hit names its collection and its rank in each list."""
+    named: dict[str, list[tuple[tuple[str, Hashable], float]]] = {
+        name: [((name, key), score) for key, score in listed] for name, (listed, _) in found.items()}
+    return [replace(found[name][1](key), score=score, collection=name, sources=sources)
+            for (name, key), score, sources in fused(named, "rrf", None, rrf_k, k)]

@@ -1,7 +1,8 @@
 """Hybrid search, one code for a local collection's rows and a backend's hits by id; rank fusion.
 
 `ranked` is hybrid: its lists come from a source (`Lists`: rankers.py over rows, stored.py over
-hits numbered as rows, `Numbered`); `fused_rows` fuses one query's rankings (hybrid, multi-query)."""
+hits numbered as rows, `Numbered`, a table per query: `Tables`); `fused_rows` fuses one query's
+rankings (hybrid, multi-query)."""
 
 from __future__ import annotations
 
@@ -151,6 +152,22 @@ class Numbered:
         ids, (rows, scores, sources) = self.ids, ranked
         return [replace(self.found[ids[r]], score=score, sources=src)
                 for r, score, src in zip(rows.tolist(), scores.tolist(), sources)]
+
+
+class Tables:
+    """Each query's lists of hits numbered as rows in a table of its own (Numbered): `rows` numbers
+    one query's lists (Lists `rows`), `hits` turns each query's fused rows back into its hits."""
+
+    def __init__(self) -> None:
+        self.tables: list[Numbered] = []
+
+    def rows(self, named: Mapping[str, Sequence[Hit]]) -> tuple[dict[str, RowRanking], list[str]]:
+        self.tables.append(table := Numbered())
+        rows = {name: table.rows(hits) for name, hits in named.items()}
+        return rows, table.ids
+
+    def hits(self, fused: Sequence[Fused]) -> list[list[Hit]]:
+        return [table.hits(one) for table, one in zip(self.tables, fused, strict=True)]
 
 
 def fused(named: Mapping[str, Sequence[tuple[K, float]]], method: str, weights: Sequence[float] | None, k: float,

@@ -10,12 +10,10 @@ from ..filters import Filter
 from ..security.limits import chunked
 from ..session import Allowed, Session, candidate_rows
 from ..types import Hit, Hits
-from . import rerank
-from .hybrid import Fused, fused_rows, fused_scale
+from .hybrid import Fused
 from .rankers import Ranker
-from .results import as_groups, build_hits, search_groups
-from .spec import Spec, staged
-from .stages import apply, stages
+from .results import build_hits
+from .spec import Spec, finish, phrasings, rrf_scale, staged
 
 
 def hits_of(s: Session, ranked: Sequence[Fused]) -> Hits:
@@ -41,19 +39,11 @@ def multi_query(s: Session, ranker: Ranker, question_list: Any, k: int, depth: i
                 f: Filter | None = None, scale_score: bool = False,
                 score_threshold: float | None = None) -> list[list[Hit]]:
     """Several phrasings per question, each ranked `depth` deep, fused with RRF into one ranking
-    per question. The phrasings' rankings stay rows and scores until the fused top k."""
+    per question (spec.phrasings, the code a backend's hits go through too), then the rerank stage
+    against each question's first phrasing. The phrasings' rankings stay rows and scores until the
+    fused top k."""
     allowed = candidate_rows(s, f)
-
-    def ranked(queries: list[str]) -> list[Fused]:
-        return rankings(s, ranker, queries, depth, allowed)
-
-    reranking = rerank.plan(s.config.rerank, s.config.is_multimodal)  # against each question's first phrasing
-    top = k if reranking is None else reranking.retrieve(k)
-    fused = [fused_rows(s.collection.ids, {str(i): (r[0], r[1]) for i, r in enumerate(group)}, "rrf", None, rrf_k, top)
-             for group in search_groups(ranked, question_list, "question_list")]
-    # equal weights summing to 1, whatever the number of phrasings
-    chain = stages(fused_scale("rrf", [1.0], rrf_k) if scale_score and reranking is None else None, score_threshold)
-    hits = hits_of(s, fused)
-    if reranking is not None:
-        hits = reranking.apply([g[0] for g in as_groups(question_list, "question_list")], hits, k)
-    return apply(hits, chain)
+    end = finish(s, k, rrf_scale(rrf_k, scale_score), score_threshold)
+    return phrasings(lambda queries: rankings(s, ranker, queries, depth, allowed),
+                     lambda named: ({name: (r[0], r[1]) for name, r in named.items()}, s.collection.ids),
+                     lambda fused: hits_of(s, fused), question_list, rrf_k, end)

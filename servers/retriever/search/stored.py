@@ -24,8 +24,8 @@ differs is what the backend knows:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ..config import HybridConfig
@@ -38,11 +38,10 @@ from ..session import Session, seen_key
 from ..types import Hit, Hits
 from . import learned_sparse
 from .fusion import SCALERS
-from .hybrid import Numbered, RowRanking, fused, fused_rows, fused_scale, placed, placement, ranked
+from .hybrid import RowRanking, Tables, fused_scale, placed, placement, ranked
 from .rankers import Dense, Hybrid, text_only
-from .results import as_groups, pick
-from .spec import Spec, staged
-from .stages import apply, stages
+from .results import pick
+from .spec import Spec, finish, phrasings, rrf_scale, staged
 
 AUTO_VECTOR_WEIGHT = 0.5  # vector_weight null in this mode (no local calibration)
 
@@ -96,8 +95,7 @@ def hybrid(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
 
     def rank(chunk: list[str], top: int) -> Hits:
         lists = _Held(s, store, embedder, ranker, spec.filter)
-        fused = ranked(lists, s, h, w, None if seen is None else seen_key(seen), chunk, top)
-        return [table.hits(one) for table, one in zip(lists.tables, fused, strict=True)]
+        return lists.numbered.hits(ranked(lists, s, h, w, None if seen is None else seen_key(seen), chunk, top))
 
     return staged(s, spec, lambda: fused_scale(h.fusion, placed(w, placement(s)), h.rrf_k), rank)
 
@@ -105,14 +103,14 @@ def hybrid(s: Session, store: HeldDocuments, spec: Spec) -> Hits:
 @dataclass
 class _Held:
     """Hybrid's lists from a backend that holds the documents (hybrid.Lists): its hits, each query's
-    numbered as rows in a table of its own."""
+    numbered as rows in a table of its own (hybrid.Tables)."""
 
     s: Session
     store: HeldDocuments
     embedder: Embedder
     ranker: Hybrid
     f: Filter | None
-    tables: list[Numbered] = field(default_factory=list)
+    numbered: Tables = field(default_factory=Tables)
 
     def dense(self, queries: list[str], depth: int) -> Hits:
         vectors = self.embedder.encode_queries(queries, pick(self.ranker.query_instruction,
@@ -130,9 +128,7 @@ class _Held:
         return list(bounds) if bounds is not None else [None] * len(queries)
 
     def rows(self, named: dict[str, list[Hit]]) -> tuple[dict[str, RowRanking], Sequence[str]]:
-        self.tables.append(table := Numbered())
-        rows = {name: table.rows(hits) for name, hits in named.items()}
-        return rows, table.ids
+        return self.numbered.rows(named)
 
 
 def _embedder(s: Session, what: str) -> Embedder:
@@ -142,29 +138,14 @@ def _embedder(s: Session, what: str) -> Embedder:
     return s.embedder
 
 
-# ---- multi-query and fan-out over hits the backend returns -------------------------------------
+# ---- multi-query over hits the backend returns -------------------------------------------------
 
 def multi_query(searched: Callable[[list[str]], Hits], question_list: Any, k: int, rrf_k: float, scale_score: bool,
                 threshold: float | None) -> Hits:
     """Several phrasings per question, each searched by the backend (`searched`: per query its
-    hits, deep enough), fused by id with RRF into one ranking per question (as search/run.py
-    multi_query does over rows)."""
-    groups = as_groups(question_list, "question_list")
-    found = searched([q for g in groups for q in g])
-    fused, start = [], 0
-    for g in groups:
-        table = Numbered()
-        rows = {str(i): table.rows(found[start + i]) for i in range(len(g))}
-        fused.append(table.hits(fused_rows(table.ids, rows, "rrf", None, rrf_k, k)))
-        start += len(g)
-    # equal weights summing to 1, whatever the number of phrasings
-    return apply(fused, stages(fused_scale("rrf", [1.0], rrf_k) if scale_score else None, threshold))
-
-
-def fused_collections(found: Mapping[str, Sequence[Hit]], rrf_k: float, k: int) -> list[Hit]:
-    """One query's hits from several collections fused with RRF, keyed by (collection, id): equal
-    ids in two collections stay two hits; each names its collection and its rank in each list."""
-    named = {name: [((name, h.id), float(h.score)) for h in hits] for name, hits in found.items()}
-    by_key = {(name, h.id): h for name, hits in found.items() for h in hits}
-    return [replace(by_key[key], score=score, collection=key[0], sources=sources)
-            for key, score, sources in fused(named, "rrf", None, rrf_k, k)]
+    hits, deep enough), fused by id with RRF into one ranking per question: spec.phrasings, the
+    code search/run.py multi_query runs over rows. No rerank stage after the fusion: each
+    phrasing's search (kinds.held_search) ran it already."""
+    end = finish(None, k, rrf_scale(rrf_k, scale_score), threshold)
+    tables = Tables()
+    return phrasings(searched, tables.rows, tables.hits, question_list, rrf_k, end)
