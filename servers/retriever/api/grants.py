@@ -135,9 +135,11 @@ def visible(principal: Principal, payload: Any) -> Any:
     return {**payload, "collections": [c for c in listed if principal.may("read", c["name"])]}
 
 
-def listed(principal: Principal, tools: Iterable[Tool]) -> set[str]:
-    """The names of `tools` a principal's scopes let it call (tools/list shows it only these)."""
-    return {t.name for t in tools if principal.has(t.scope)}
+def listed(principal: Principal, tools: Iterable[Tool], engine: Retriever | None = None) -> set[str]:
+    """The names of `tools` a principal may call (tools/list shows it only these): those its scopes
+    reach, less, given the `engine`, those refused to it under security.visibility (UNSEEING)."""
+    return {t.name for t in tools
+            if principal.has(t.scope) and (engine is None or unseeing(principal, t.name, engine) is None)}
 
 
 def audit(principal: Principal, tool: Tool, engine: Retriever, request: Request | Mapping[str, Any], outcome: str,

@@ -237,8 +237,9 @@ class Gate:
 
     def withheld(self) -> set[str]:
         """The tools tools/list leaves out for this request: those hidden by the configuration, and
-        those the caller's scopes do not reach (api/grants.py)."""
-        return self.hidden() | (set(self.tools) - grants.listed(PRINCIPAL.get(), self.tools.values()))
+        those the caller may not call: outside its scopes, or refused to it under security.visibility
+        (api/grants.py listed)."""
+        return self.hidden() | (set(self.tools) - grants.listed(PRINCIPAL.get(), self.tools.values(), self.engine))
 
     def hidden(self) -> set[str]:
         """The tools the loaded configuration cannot serve, worked out once per configuration
