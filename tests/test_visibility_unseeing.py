@@ -15,7 +15,7 @@ from retriever.api.grants import UNSEEING
 from retriever.mcp.server import build_server
 from retriever.security.principals import OPERATOR, Principal
 from retriever.testing.projects import engine_for
-from test_visibility import READER, WRITER, listed, visibility_project
+from test_visibility import ONE, READER, WRITER, listed, reply, visibility_project
 
 ADMIN = Principal("admin", frozenset({"read", "write", "admin"}), groups=("eng",))  # sees every document
 
@@ -39,3 +39,20 @@ def test_tools_list_leaves_out_what_visibility_refuses_a_restricted_caller(serve
     reader, writer = listed(server, READER), listed(server, WRITER)
     assert not (reader | writer) & unseeing, (reader | writer) & unseeing
     assert {"search", "get_document"} <= reader and {"retriever_add", "retriever_ingest"} <= writer
+
+
+@pytest.mark.parametrize(("tool", "args", "what", "why"), [
+    pytest.param("retriever_extract_triples", {}, "retriever_extract_triples", "into a graph every caller",
+                 id="extract-triples"),
+    pytest.param("retriever_ingest", {"path": "folder"}, "retriever_ingest of a folder", "a folder's files carry no",
+                 id="ingest-folder"),
+    pytest.param("retriever_deploy_search", ONE, "retriever_deploy_search", "answers as this server's operator",
+                 id="deploy-search"),
+    pytest.param("sync_sources", {}, "sync_sources", "writes the YAML's folders as they are", id="sync-sources"),
+])
+def test_a_call_that_cannot_apply_visibility_is_refused_to_a_restricted_caller(server: Any, tool: str,
+                                                                              args: dict[str, Any], what: str,
+                                                                              why: str) -> None:
+    text = reply(server, WRITER, tool, args)
+    assert f"{what}: security.visibility is on and this caller (writer) sees only some documents" in text, text
+    assert why in text and "a principal with the admin scope may call it" in text
