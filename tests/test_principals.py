@@ -8,6 +8,7 @@ and the HTTP servers: tests/test_oauth.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import hashlib
 import io
@@ -243,6 +244,23 @@ REFUSED_READS = {"writer-only": "resources/read needs the scope 'read'",
 URI_TOKENS = {"reader": "tok-res-reader-2b7f", "writer-only": "tok-res-writer-6e0d", "outsider": "tok-res-outsider-81c4"}
 
 
+@contextlib.contextmanager
+def serving_http(config: Path, log: Path) -> Iterator[str]:
+    """`retriever serve --transport http` (every tool) of `config` on 127.0.0.1, with the principals its
+    YAML hashes and no RETRIEVER_HTTP_TOKENS: its MCP URL, the server stopped on leaving."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "RETRIEVER_HTTP_TOKENS"}
+    proc = subprocess.Popen([str(BIN / "retriever"), "serve", "--config", str(config), "--port", str(port),
+                             "--transport", "http", "--tools", "full", "--init"], stderr=log.open("w"), env=env)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        wait_http(url, proc, lambda: log.read_text()[-3000:], any_status=True)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def test_over_http_a_document_by_uri_needs_the_read_scope_and_grant(built_project: Path, tmp_path: Path) -> None:
     """`retriever serve --transport http` with static tokens: a reader reads retriever://documents/doc00 and
     is shown the template; a write-only token and a reader of another collection are refused, by the scope
@@ -254,17 +272,8 @@ def test_over_http_a_document_by_uri_needs_the_read_scope_and_grant(built_projec
         {"name": "writer-only", "scopes": ["write"], "write": ["*"], "token_sha256": [sha(URI_TOKENS["writer-only"])]},
         {"name": "outsider", "scopes": ["read"], "read": ["b"], "token_sha256": [sha(URI_TOKENS["outsider"])]}]
     config.write_text(yaml.safe_dump(cfg))
-    port = free_port()
-    log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if k != "RETRIEVER_HTTP_TOKENS"}
-    proc = subprocess.Popen([str(BIN / "retriever"), "serve", "--config", str(config), "--port", str(port),
-                             "--transport", "http", "--tools", "full", "--init"], stderr=log.open("w"), env=env)
-    try:
-        wait_http(f"http://127.0.0.1:{port}/mcp", proc, lambda: log.read_text()[-3000:], any_status=True)
-        got = {who: asyncio.run(_resources(f"http://127.0.0.1:{port}/mcp", token)) for who, token in URI_TOKENS.items()}
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    with serving_http(config, tmp_path / "serve.log") as url:
+        got = {who: asyncio.run(_resources(url, token)) for who, token in URI_TOKENS.items()}
     assert DOC_TEXT in got["reader"]["read"] and got["reader"]["templates"] == ["retriever://documents/{id}"]
     for who, said in REFUSED_READS.items():
         assert said in got[who]["read"] and DOC_TEXT not in got[who]["read"], (who, got[who])

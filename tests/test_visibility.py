@@ -13,21 +13,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import BIN, copy_built
+from conftest import copy_built
 from fastmcp import Client
 from retriever.mcp.server import build_server
 from retriever.security.principals import OPERATOR, Principal
-from retriever.testing.net import free_port, wait_http
 from retriever.testing.projects import engine_for
-from test_principals import as_principal
+from test_principals import as_principal, serving_http
 
 MARK = ("qq7hidden", "mauvelemur")  # in every hidden document's text and metadata
 Q = "zebrafinch migration at dawn"
@@ -240,19 +237,10 @@ def with_principals(config: Path) -> Path:
 
 def test_over_http_a_reader_never_gets_the_hidden_document(built_project: Path, tmp_path: Path) -> None:
     config = with_principals(visibility_project(built_project, tmp_path / "p"))
-    port = free_port()
-    log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if k != "RETRIEVER_HTTP_TOKENS"}
-    proc = subprocess.Popen([str(BIN / "retriever"), "serve", "--config", str(config), "--port", str(port),
-                             "--transport", "http", "--tools", "full", "--init"], stderr=log.open("w"), env=env)
-    try:
-        wait_http(f"http://127.0.0.1:{port}/mcp", proc, lambda: log.read_text()[-3000:], any_status=True)
-        calls = [("search", {"query": Q, "top_k": 3}), ("retriever_hybrid_search", ONE),
-                 ("get_document", {"ids": ["hb-1"]}), ("retriever_get_neighbors", {"id": "pub:0", "after": 1})]
-        got = {who: asyncio.run(_session(f"http://127.0.0.1:{port}/mcp", token, calls)) for who, token in TOKENS.items()}
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    calls = [("search", {"query": Q, "top_k": 3}), ("retriever_hybrid_search", ONE),
+             ("get_document", {"ids": ["hb-1"]}), ("retriever_get_neighbors", {"id": "pub:0", "after": 1})]
+    with serving_http(config, tmp_path / "serve.log") as url:
+        got = {who: asyncio.run(_session(url, token, calls)) for who, token in TOKENS.items()}
     assert [leaks(t) for t in got["reader"]] == [[], [], [], []]
     assert all(leaks(t) for t in got["hr"])
 
