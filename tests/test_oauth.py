@@ -203,9 +203,13 @@ async def _session(url: str, token: str, calls: list[tuple[str, dict[str, Any]]]
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http, \
             SDKClient(streamable_http_client(url, http_client=http)) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        replies = []
+        replies: list[dict[str, Any]] = []
         for name, arguments in calls:
-            result = await client.call_tool(name, arguments)
+            try:
+                result = await asyncio.wait_for(client.call_tool(name, arguments), 60)
+            except Exception as e:  # noqa: BLE001 - a refusal the client raises (the 403 scope challenge)
+                replies.append({"error": True, "raised": type(e).__name__, "text": str(e)})
+                continue
             replies.append({"error": result.is_error, "text": "".join(getattr(c, "text", "") for c in result.content)})
         return {"tools": names, "calls": replies}
 
@@ -226,12 +230,42 @@ def test_tools_list_follows_each_principal_s_scopes(servers: dict[str, Server], 
 
 
 def test_a_reader_cannot_write(servers: dict[str, Server], provider: Provider) -> None:
+    """The 403 scope challenge (below) reaches the official client's caller as MCPError with the refusal."""
     s = servers["serve"]
     out = session(s, s.token(provider, "reader"), ("add_documents", {"documents": [{"id": "r", "contents": "x"}]}),
-                  ("retriever_init", {}))
-    assert all(c["error"] for c in out["calls"])
+                  ("retriever_init", {}), ("search", {"query": "earthquakes", "top_k": 1}))
+    assert [c.get("raised") for c in out["calls"]] == ["MCPError", "MCPError", None], out["calls"]
     assert "needs the scope 'write'" in out["calls"][0]["text"] and "reader" in out["calls"][0]["text"]
     assert "needs the scope 'admin'" in out["calls"][1]["text"]
+    assert not out["calls"][2]["error"]  # the session goes on
+
+
+# ---- the scope challenge of MCP over HTTP (403, as the MCP authorization spec asks) -------------------
+
+@pytest.mark.parametrize(("kind", "client", "tool", "scope"), [
+    pytest.param("serve", "reader", "add_documents", "write", id="serve-reader-writes"),
+    pytest.param("serve", "writer_a", "retriever_init", "admin", id="serve-writer-inits"),
+    pytest.param("serve", None, "retriever_init", "admin", id="serve-static-token-inits"),
+    pytest.param("deploy", "writer_only", "search", "read", id="deploy-writer-only-searches"),
+])
+def test_a_call_outside_the_token_s_scopes_is_a_403_challenge(servers: dict[str, Server], provider: Provider,
+                                                                kind: str, client: str | None, tool: str,
+                                                                scope: str) -> None:
+    """A raw JSON-RPC tools/call after initialize: 403, `WWW-Authenticate` with insufficient_scope, the exact scope
+    the tool needs and the resource metadata's URL (the 401's), the refusal as a JSON-RPC error of the request's id.
+    For OAuth tokens and for the static hashed token (ci-indexer: read, write) beside them."""
+    from test_principals import mcp_posts, tools_call
+
+    s = servers[kind]
+    token = STATIC if client is None else s.token(provider, client)
+    args = {"documents": [{"id": "ch", "contents": "x"}]} if tool == "add_documents" else \
+        {"query": "earthquakes"} if tool == "search" else {}
+    (refused,) = mcp_posts(s.resource, token, tools_call(5, tool, args))
+    assert refused.status_code == 403, refused.text
+    assert refused.headers["www-authenticate"] == (
+        f'Bearer realm="retriever", resource_metadata="{s.url}/.well-known/oauth-protected-resource/mcp", '
+        f'error="insufficient_scope", scope="{scope}"')
+    assert refused.json()["id"] == 5 and f"{tool} needs the scope {scope!r}" in refused.json()["error"]["message"]
 
 
 def test_a_writer_of_b_cannot_write_the_default_collection_a_writer_of_it_can(servers: dict[str, Server],
@@ -263,6 +297,69 @@ def test_a_collection_without_a_read_grant_is_refused_by_name(servers: dict[str,
                   ("search", {"query": "earthquakes"}))
     assert [c["error"] for c in out["calls"]] == [True, True, False]
     assert all("reader may not read the collection 'b'" in c["text"] for c in out["calls"][:2])
+
+
+class _Kept:
+    """The official client's token storage, in memory: the token it starts with, and those it gets."""
+
+    def __init__(self, tokens: Any) -> None:
+        self.tokens, self.client = tokens, None
+
+    async def get_tokens(self) -> Any:
+        return self.tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> Any:
+        return self.client
+
+    async def set_client_info(self, info: Any) -> None:
+        self.client = info
+
+
+async def _stepping_up(s: Server, provider: Provider, client: str, *calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """The official client with its OAuth client-credentials provider, starting from a `read` token of `client`:
+    each call's outcome, and the scopes of the token it holds at the end."""
+    import httpx2
+    from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+    from mcp.client.client import Client as SDKClient
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.auth import OAuthToken
+
+    kept = _Kept(OAuthToken(access_token=s.token(provider, client, "read"), token_type="Bearer", scope="read",
+                            expires_in=300))
+    auth = ClientCredentialsOAuthProvider(s.resource, kept, client, provider.clients[client].client_secret,
+                                          token_endpoint_auth_method="client_secret_post", scope="read",
+                                          issuer=provider.issuer)
+    replies: list[dict[str, Any]] = []
+    async with httpx2.AsyncClient(auth=auth, timeout=60) as http, \
+            SDKClient(streamable_http_client(s.resource, http_client=http)) as sdk:
+        for name, arguments in calls:
+            result = await sdk.call_tool(name, arguments)
+            replies.append({"error": result.is_error, "text": "".join(getattr(c, "text", "") for c in result.content)})
+    ISSUED.append(kept.tokens.access_token)
+    return {"calls": replies, "scope": kept.tokens.scope}
+
+
+def test_the_official_oauth_client_steps_up_on_the_challenge(servers: dict[str, Server], provider: Provider) -> None:
+    """mcp's ClientCredentialsOAuthProvider reads the 403's scope and asks the issuer for `read write` (its
+    step-up): writer_a, whose client may have write, gets it and its write is retried and done; the reader,
+    whose client may not, is refused by the issuer (invalid_scope) and the client raises at once (an
+    OAuthTokenError that ends its session: a clear failure, not a hang)."""
+    s = servers["serve"]
+    doc = {"documents": [{"id": "step-up-1", "contents": "Granite stairs of the step-up"}]}
+    done = asyncio.run(asyncio.wait_for(_stepping_up(s, provider, "writer_a", ("add_documents", doc),
+                                                     ("delete_documents", {"ids": ["step-up-1"]})), 60))
+    assert [c["error"] for c in done["calls"]] == [False, False], done
+    assert json.loads(done["calls"][0]["text"])["added"] == 1 and done["scope"] == "read write"
+    started = time.monotonic()
+    with pytest.raises(BaseException) as raised:  # noqa: PT011 - the client's own exception, in its task group
+        asyncio.run(asyncio.wait_for(_stepping_up(s, provider, "reader", ("add_documents", doc)), 60))
+    assert time.monotonic() - started < 30
+    found = raised.value.exceptions if isinstance(raised.value, BaseExceptionGroup) else (raised.value,)
+    assert [type(e).__name__ for e in found] == ["OAuthTokenError"], found
+    assert "invalid_scope" in str(found[0])
 
 
 # ---- the deploy service ---------------------------------------------------------------------------

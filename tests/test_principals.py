@@ -334,3 +334,124 @@ def test_a_write_refused_for_its_scope_is_audited(server: Any, caplog: pytest.Lo
     assert lines == [{"principal": principal.name, "source": "token", "tool": tool, "collections": collections,
                       "outcome": "refused"}]
     assert "quartz" not in caplog.text  # never a text of the call
+
+
+# ---- MCP over HTTP: a call outside the caller's scopes is a 403 scope challenge -----------------------
+
+CHALLENGED = {"reader": "tok-ch-reader-5d1e07", "writer": "tok-ch-writer-9a3b42"}
+PROTOCOL = "2025-11-25"  # the revision whose authorization spec asks for the challenge
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def challenged(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """`retriever serve --transport http` with static hashed tokens only (no OAuth): a reader (read, of the
+    default collection) and a writer (read; write on the default collection). Its MCP URL and its log."""
+    folder = tmp_path_factory.mktemp("challenge")
+    config = copy_built(built_project, folder / "p")
+    cfg = yaml.safe_load(config.read_text())
+    cfg.setdefault("security", {}).setdefault("http", {})["principals"] = [
+        {"name": "reader", "scopes": ["read"], "read": ["default"], "token_sha256": [sha(CHALLENGED["reader"])]},
+        {"name": "writer", "scopes": ["read", "write"], "read": ["*"], "write": ["default"],
+         "token_sha256": [sha(CHALLENGED["writer"])]}]
+    config.write_text(yaml.safe_dump(cfg))
+    with serving_http(config, folder / "serve.log") as url:
+        yield url, folder / "serve.log"
+
+
+def mcp_posts(url: str, token: str, *messages: dict[str, Any]) -> list[Any]:
+    """Raw JSON-RPC over streamable HTTP: initialize, notifications/initialized, then each of `messages` in
+    that session; their httpx responses."""
+    import httpx
+
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+    with httpx.Client(headers={"Authorization": f"Bearer {token}", **ACCEPT}, timeout=30) as http:
+        opened = http.post(url, json=init)
+        assert opened.status_code == 200, opened.text
+        session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": PROTOCOL}
+        assert http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                         headers=session).status_code == 202
+        return [http.post(url, json=m, headers=session) for m in messages]
+
+
+def tools_call(rid: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+
+def audit_lines(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line.split("retriever.audit: ", 1)[1]) for line in log.read_text().splitlines()
+            if "retriever.audit: " in line]
+
+
+@pytest.mark.parametrize(("tool", "args", "scope"), [
+    pytest.param("add_documents", {"documents": [{"id": "c1", "contents": "quartz challenge words"}]}, "write",
+                 id="write"),
+    pytest.param("retriever_init", {}, "admin", id="admin"),
+])
+def test_over_http_a_call_outside_the_scopes_is_a_403_challenge(challenged: tuple[str, Path], tool: str,
+                                                                 args: dict[str, Any], scope: str) -> None:
+    """RFC 6750's insufficient_scope with the exact scope the tool needs (no resource_metadata: no OAuth here),
+    a JSON-RPC error with the request's id in the body; a write so refused is audited once; the session goes on."""
+    url, log = challenged
+    before = len(audit_lines(log))
+    refused, searched = mcp_posts(url, CHALLENGED["reader"], tools_call(7, tool, args),
+                                  tools_call(8, "search", {"query": "earthquakes", "top_k": 1}))
+    assert refused.status_code == 403, refused.text
+    assert refused.headers["www-authenticate"] == f'Bearer realm="retriever", error="insufficient_scope", scope="{scope}"'
+    error = refused.json()
+    assert error["id"] == 7 and f"{tool} needs the scope {scope!r}; this caller (reader) has: read" in error["error"]["message"]
+    assert searched.status_code == 200 and '"isError":false' in searched.text.replace(" ", "")
+    audited = audit_lines(log)[before:]
+    assert [(a["principal"], a["tool"], a["outcome"]) for a in audited] == (
+        [("reader", tool, "refused")])
+    assert "quartz" not in log.read_text() and CHALLENGED["reader"] not in log.read_text()
+
+
+def test_over_http_a_grant_refusal_stays_a_tool_error(challenged: tuple[str, Path]) -> None:
+    """The reader has the scope; its grants do not reach collection b: that depends on the arguments, so it is a
+    tool error in a 200 answer, as before."""
+    url, _ = challenged
+    (answer,) = mcp_posts(url, CHALLENGED["reader"], tools_call(3, "search", {"query": "earthquakes", "collection": "b"}))
+    assert answer.status_code == 200 and "www-authenticate" not in answer.headers
+    assert '"isError":true' in answer.text.replace(" ", "") and "reader may not read the collection 'b'" in answer.text
+
+
+async def _sdk_session(url: str, token: str, *calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """The official MCP client with a bearer token: its tools/list, then each call's outcome (its text, or the
+    exception the client raised: type and message), each bounded in time."""
+    import httpx2
+    from mcp.client.client import Client as SDKClient
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http, \
+            SDKClient(streamable_http_client(url, http_client=http)) as client:
+        names = {t.name for t in (await asyncio.wait_for(client.list_tools(), 30)).tools}
+        outcomes: list[dict[str, Any]] = []
+        for name, arguments in calls:
+            try:
+                result = await asyncio.wait_for(client.call_tool(name, arguments), 30)
+            except TimeoutError:
+                outcomes.append({"raised": "timeout"})
+                continue
+            except Exception as e:  # noqa: BLE001 - what the client raises is the finding
+                outcomes.append({"raised": type(e).__name__, "text": str(e)})
+                continue
+            outcomes.append({"error": result.is_error, "text": "".join(getattr(c, "text", "") for c in result.content)})
+        return {"tools": names, "calls": outcomes}
+
+
+def test_the_official_client_raises_on_the_challenge_and_goes_on(challenged: tuple[str, Path]) -> None:
+    """mcp's client with a plain bearer token (no OAuth provider to step up with) raises MCPError carrying the
+    refusal at once (no hang, no retry), and the session serves the next call; the reader's tools/list is as
+    before; the writer's write succeeds."""
+    url, _ = challenged
+    doc = {"documents": [{"id": "c3", "contents": "Basalt ledger of the challenge"}]}
+    reader = asyncio.run(_sdk_session(url, CHALLENGED["reader"], ("add_documents", doc), ("search", {"query": "basalt"})))
+    assert reader["calls"][0]["raised"] == "MCPError", reader["calls"][0]
+    assert "add_documents needs the scope 'write'" in reader["calls"][0]["text"]
+    assert reader["calls"][1]["error"] is False
+    assert "search" in reader["tools"] and not reader["tools"] & {"add_documents", "retriever_init"}
+    writer = asyncio.run(_sdk_session(url, CHALLENGED["writer"], ("add_documents", doc), ("delete_documents", {"ids": ["c3"]})))
+    assert [c.get("error") for c in writer["calls"]] == [False, False], writer["calls"]
+    assert json.loads(writer["calls"][0]["text"])["added"] == 1

@@ -273,12 +273,25 @@ class Gate:
         if why is not None:
             log.info("%s: refused: needs %s", name, why)
             return f"{name} cannot work with this server's configuration: it needs {why}"
+        refused = self.scope_refusal(name, arguments)
+        return None if refused is None else refused[1]
+
+    def scope_refusal(self, name: str, arguments: Any) -> tuple[str, str] | None:
+        """(the scope it needs, why) where the caller's scopes do not reach the tool `name` that this server
+        serves and can serve (None: they do, or the gate refuses the call for another reason first). Such a
+        write is audited here, its collections read from the raw `arguments` (grants.named_in). MCP over HTTP
+        answers it with 403 before the call reaches FastMCP (middleware.ScopeChallenge); the other transports
+        with a tool error (refusal)."""
+        tool = self.tools.get(name)
+        if tool is None or name in self.hidden():
+            return None
         principal = PRINCIPAL.get()
         why = grants.scope_refusal(principal, tool)
-        if why is not None:
-            log.info("%s: refused: %s", name, why)
-            grants.audit(principal, tool, self.engine, arguments, "refused")  # a write refused for its scope
-        return why
+        if why is None:
+            return None
+        log.info("%s: refused: %s", name, why)
+        grants.audit(principal, tool, self.engine, arguments if isinstance(arguments, dict) else {}, "refused")
+        return tool.scope, why
 
     def failure(self, name: str, e: BaseException, arguments_error: tuple[type[BaseException], ...] = ()) -> str:
         """The message for the client of what a call raised; logged once. `arguments_error`: the

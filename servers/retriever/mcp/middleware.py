@@ -1,12 +1,15 @@
 """FastMCP's side of the gate (core.py): one middleware that turns every failure of a call into a
 tool error with a message, and hides the tools the loaded configuration cannot serve (and, in a
-`mode`, the kinds it cannot answer: registry.listed_input); and MCP tasks (tasks.py) on FastMCP's
-server, which has none of its own without the fastmcp-tasks package (the 2026 extension's, on a
-task queue): serve_tasks."""
+`mode`, the kinds it cannot answer: registry.listed_input); over HTTP, the 403 scope challenge of a
+call outside the caller's scopes (ScopeChallenge); and MCP tasks (tasks.py) on FastMCP's server, which
+has none of its own without the fastmcp-tasks package (the 2026 extension's, on a task queue):
+serve_tasks."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastmcp.exceptions import ToolError
@@ -19,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..api import resources
 from ..api.tool import Tool
 from ..compute import CALLER
+from ..security.oauth import insufficient_scope
+from ..security.principals import PRINCIPAL
 from . import tasks
 from .core import Gate, Refused
 from .eras import MODERN
@@ -48,7 +53,8 @@ class ToolErrors(Middleware):
 
     async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         name = context.message.name
-        why = self.gate.refusal(name, context.message.arguments or {})
+        arguments = context.message.arguments or {}
+        why = self.gate.refusal(name, arguments)
         if why is not None:
             raise ToolError(why)
         before = self.gate.hidden()
@@ -62,6 +68,82 @@ class ToolErrors(Middleware):
         finally:
             if self.gate.hidden() != before and context.fastmcp_context is not None:
                 await context.fastmcp_context.send_notification(ToolListChangedNotification())
+
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+INVALID_REQUEST = -32600  # JSON-RPC's code in the body of the 403 (MCP names none for it)
+INLINE_BODY = 64 * 1024  # bytes of a body parsed on the event loop; a larger one is parsed on a thread
+
+
+class ScopeChallenge:
+    """ASGI middleware inside FastMCP's HTTP app (server.py: `serve --transport http` and `deploy --mcp`),
+    behind the HTTP guard that set the caller (security/http_guard.py): a `tools/call` of a tool this server
+    serves whose scope the caller lacks (Gate.scope_refusal, which audits a write) is answered HTTP 403 with
+    `WWW-Authenticate: Bearer error="insufficient_scope", scope="<the tool's scope>"` (and, in OAuth mode,
+    `resource_metadata`): the MCP authorization spec's scope challenge, as the deploy service's routes answer
+    (security/oauth.py insufficient_scope). Its body is a JSON-RPC error with the request's id and the refusal,
+    which the MCP client hands to its caller. A call its grants or security.visibility refuse depends on the
+    collection its arguments name and stays a tool error (serve_call). Anything else passes through as sent;
+    a caller holding every scope the served tools need passes without its body being read."""
+
+    def __init__(self, app: Any, gate: Gate) -> None:
+        self.app, self.gate = app, gate
+        self.needed = frozenset(t.scope for t in gate.tools.values())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST" or self.needed <= PRINCIPAL.get().scopes:
+            await self.app(scope, receive, send)
+            return
+        messages = await _read(receive)
+        refused = await self._refused(b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request"))
+        if refused is None:
+            await self.app(scope, _replay(messages, receive), send)
+            return
+        rid, needed, why = refused
+        header = insufficient_scope(self.gate.engine.base_config.security.http.oauth, needed)
+        body = json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": INVALID_REQUEST, "message": why}}).encode()
+        await send({"type": "http.response.start", "status": 403, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"www-authenticate", header.encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _refused(self, body: bytes) -> tuple[Any, str, str] | None:
+        """(the request's id, the scope it needs, why) for a tools/call the caller's scopes do not reach."""
+        if b"tools/call" not in body:
+            return None
+        try:
+            message = json.loads(body) if len(body) <= INLINE_BODY else await asyncio.to_thread(json.loads, body)
+        except (ValueError, RecursionError):
+            return None  # the transport answers what it cannot read
+        if not isinstance(message, dict) or message.get("method") != "tools/call":
+            return None
+        params = message.get("params")
+        if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+            return None
+        refused = self.gate.scope_refusal(params["name"], params.get("arguments") or {})
+        return None if refused is None else (message.get("id"), *refused)
+
+
+async def _read(receive: Receive) -> list[MutableMapping[str, Any]]:
+    """The messages of a request's body (the HTTP guard has read it whole and bounded it: a replay)."""
+    messages = []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return messages
+
+
+def _replay(messages: list[MutableMapping[str, Any]], receive: Receive) -> Receive:
+    """`messages` first, then the connection's own (a disconnect after the body)."""
+    pending = list(messages)
+
+    async def replay() -> MutableMapping[str, Any]:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
 
 def _owner(ctx: Any) -> str:
     """Whose tasks: the caller a token tells apart (compute.CALLER), else the MCP session."""

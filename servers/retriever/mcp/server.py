@@ -1,19 +1,20 @@
 """The FastMCP server (streamable HTTP, and in-memory clients): the registry's tools of one
-profile, the gate's middleware (core.py), and instructions that match the server's state."""
+profile, the gate's middleware (core.py), the HTTP app's scope challenge, and instructions that match
+the server's state."""
 
 from __future__ import annotations
 
 import logging
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import package_version
 from ..api import resources
 from ..api.registry import instructions
 from ..api.tool import Tool
-from .core import served_tools
-from .middleware import ToolErrors, serve_tasks
+from .core import Gate, served_tools
+from .middleware import ScopeChallenge, ToolErrors, serve_tasks
 from .tools import RetrieverMCP, register
 
 if TYPE_CHECKING:
@@ -28,9 +29,23 @@ class _OneLine(logging.Filter):
         return not str(record.msg).startswith(("Error calling tool", "Invalid arguments for tool"))
 
 
+class RetrieverServer(RetrieverMCP):
+    """The server build_server makes: its HTTP app (`serve --transport http` runs it, `deploy --mcp` mounts
+    it) answers a tools/call outside the caller's scopes with 403 and the scope challenge, before FastMCP
+    (middleware.ScopeChallenge, inside any middleware the caller passes: the HTTP guard that sets the caller)."""
+
+    gate: Gate
+
+    def http_app(self, *args: Any, **kwargs: Any) -> Any:
+        from starlette.middleware import Middleware
+
+        kwargs["middleware"] = [*(kwargs.get("middleware") or []), Middleware(ScopeChallenge, gate=self.gate)]
+        return super().http_app(*args, **kwargs)
+
+
 def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: bool = False,
                  profile: str | None = None, include: Iterable[str] | None = None,
-                 exclude: Iterable[str] | None = None, tools: Sequence[Tool] | None = None) -> RetrieverMCP:
+                 exclude: Iterable[str] | None = None, tools: Sequence[Tool] | None = None) -> RetrieverServer:
     """The MCP server over `engine` with the tools core.served_tools picks for these arguments
     (`tools`: picked already)."""
     if tools is None:
@@ -39,9 +54,10 @@ def build_server(engine: Retriever, read_only: bool | None = None, ultrarag: boo
     if not any(isinstance(f, _OneLine) for f in fastmcp_log.filters):
         fastmcp_log.addFilter(_OneLine())
     errors = ToolErrors(engine, tools)
-    server = RetrieverMCP("retriever", version=package_version(), middleware=[errors],
-                          instructions=instructions(engine, tools))
+    server = RetrieverServer("retriever", version=package_version(), middleware=[errors],
+                             instructions=instructions(engine, tools))
     server.engine = engine
+    server.gate = errors.gate
     serve_tasks(server, errors)
     register(server, tools)
     if resources.served(t.name for t in tools):  # documents by URI (api/resources.py)
@@ -77,4 +93,4 @@ def add_documents_template(server: RetrieverMCP, engine: Retriever) -> None:
         return str(out["text"])
 
 
-__all__ = ["build_server"]
+__all__ = ["RetrieverServer", "build_server"]

@@ -70,6 +70,13 @@ def challenge(cfg: OAuthConfig | None, error: str | None = None, description: st
     return "Bearer " + ", ".join(params)
 
 
+def insufficient_scope(cfg: OAuthConfig | None, scope: str) -> str:
+    """The `WWW-Authenticate` of a 403 for a caller without `scope` (RFC 6750's insufficient_scope, the
+    scope named; the resource metadata's URL in OAuth mode): the deploy service's routes and MCP over HTTP
+    (mcp/middleware.py ScopeChallenge) send this one."""
+    return challenge(cfg, "insufficient_scope", None, scope)
+
+
 def _quotable(text: str) -> str:
     return "".join(c for c in text if c not in '"\\' and 0x20 <= ord(c) < 0x7f)
 
@@ -234,5 +241,5 @@ async def _json(client: Any, url: str) -> Any:
     return response.json()
 
 
-__all__ = ["METADATA_PATH", "InvalidToken", "IssuerUnavailable", "Verifier", "challenge", "metadata", "metadata_paths",
-           "metadata_url"]
+__all__ = ["METADATA_PATH", "InvalidToken", "IssuerUnavailable", "Verifier", "challenge", "insufficient_scope", "metadata",
+           "metadata_paths", "metadata_url"]

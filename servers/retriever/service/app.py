@@ -49,7 +49,7 @@ from ..errors import (
 )
 from ..security.guard import for_client
 from ..security.http_guard import front_door
-from ..security.oauth import challenge
+from ..security.oauth import insufficient_scope
 from ..security.principals import PRINCIPAL
 from .batcher import Batcher, Job, QueueFull
 from .metrics import Metrics
@@ -155,7 +155,7 @@ def _denied(engine: Retriever, what: str, scope: str, request: Request | None = 
     log.info("%s: 403 %s", what, why)
     if principal.has(scope):
         return _error(403, why)
-    header = challenge(engine.base_config.security.http.oauth, "insufficient_scope", None, scope)
+    header = insufficient_scope(engine.base_config.security.http.oauth, scope)
     return JSONResponse({"error": why}, status_code=403, headers={"WWW-Authenticate": header})
 
 
