@@ -29,7 +29,7 @@ from ..api.replies import reply
 from ..api.tool import Tool
 from ..api.ultrarag import adapt
 from ..compute import CALLER
-from ..errors import CancelledWork, ForbiddenError, LimitError, RetrieverError
+from ..errors import CancelledWork, ForbiddenError, InvalidInputError, LimitError, RetrieverError
 from ..security.guard import FROM_CLIENT, for_client
 from ..security.limits import CANCEL, CHUNK, PROGRESS, Report
 from ..security.principals import PRINCIPAL
@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("retriever.mcp")
 T = TypeVar("T")
+# Set by a face that must know whether a call reached serve_call, which audits every outcome of its own:
+# serve_call notes the tool's name in the list (FastMCP's middleware: a failure before it is the arguments')
+REACHED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("retriever_reached", default=None)
 
 
 class Refused(Exception):
@@ -98,7 +101,11 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request,
     where the call's long work reports (the client asked with a progressToken; limits.caller_progress).
     A caller has at most limits.max_calls_per_caller calls running. The caller (principals.PRINCIPAL)
     needs the tool's scope and a grant on each collection the call acts on (api/grants.py); each
-    write is audited, refused, failed or done."""
+    write is audited, refused, failed or done (one whose arguments do not validate never gets here: the
+    gate audits it, Gate.invalid)."""
+    reached = REACHED.get()
+    if reached is not None:
+        reached.append(tool.name)
     if engine.ultrarag:
         request = adapt(request, engine.config.index_backend)
     principal = PRINCIPAL.get()
@@ -211,13 +218,25 @@ class Gate:
 
     async def request(self, tool: Tool, arguments: dict[str, Any]) -> Request:
         """The tool's arguments checked as FastMCP checks them (the same signature, tool_function)
-        into its request: the call's one validation."""
+        into its request: the call's one validation. A write whose arguments do not validate is audited."""
         if tool.name not in self._validators:
             async def validated(request: Request) -> Request:
                 return request
 
             self._validators[tool.name] = TypeAdapter(tool_function(tool.name, tool.request, validated))  # type: ignore[arg-type]
-        return await self._validators[tool.name].validate_python(arguments)
+        try:
+            return await self._validators[tool.name].validate_python(arguments)
+        except (ValidationError, InvalidInputError):  # the signature's refusal, or NaN (Request.check_finite)
+            self.invalid(tool.name, arguments)
+            raise
+
+    def invalid(self, name: str, arguments: Any) -> None:
+        """The audit line of a call of `name` refused because its arguments do not validate (a write only:
+        grants.audit), its collections read from the raw arguments as a call refused for its scope."""
+        tool = self.tools.get(name)
+        if tool is not None:
+            grants.audit(PRINCIPAL.get(), tool, self.engine, arguments if isinstance(arguments, dict) else {},
+                         "invalid arguments")
 
     async def call_result(self, name: str, arguments: dict[str, Any], progress: Report | None = None
                           ) -> dict[str, Any]:
@@ -261,6 +280,7 @@ class Gate:
             size = len(json.dumps(arguments, default=str))
         except (ValueError, RecursionError) as e:  # an integer over 4,300 digits, nesting past the recursion limit
             log.info("%s: unreadable arguments: %s", name, unreadable_json(e))
+            self.invalid(name, arguments)
             return f"{name}: invalid arguments: {unreadable_json(e)}"
         if size > limit:
             return f"{name}: the arguments are {size} bytes, over limits.max_request_bytes ({limit})"
@@ -315,4 +335,4 @@ def tool_result(text: str, error: bool = False, structured: dict[str, Any] | Non
     return result
 
 
-__all__ = ["Gate", "Refused", "run", "serve_call", "served_tools", "tool_function", "tool_result"]
+__all__ = ["REACHED", "Gate", "Refused", "run", "serve_call", "served_tools", "tool_function", "tool_result"]

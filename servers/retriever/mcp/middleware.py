@@ -17,15 +17,16 @@ from fastmcp.exceptions import ValidationError as ArgumentError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import ToolListChangedNotification
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..api import resources
 from ..api.tool import Tool
 from ..compute import CALLER
+from ..errors import InvalidInputError
 from ..security.oauth import insufficient_scope
 from ..security.principals import PRINCIPAL
 from . import tasks
-from .core import Gate, Refused
+from .core import REACHED, Gate, Refused
 from .eras import MODERN
 
 if TYPE_CHECKING:
@@ -58,14 +59,19 @@ class ToolErrors(Middleware):
         if why is not None:
             raise ToolError(why)
         before = self.gate.hidden()
+        reached: list[str] = []  # serve_call notes the call here: from then on it audits the call itself
+        token = REACHED.set(reached)
         try:
             return await call_next(context)
         except Exception as raised:
             # FastMCP wraps what a tool raises in a ToolError (`from` it): judge by that cause
             e = raised.__cause__ if isinstance(raised, ToolError) and raised.__cause__ is not None else raised
+            if not reached and isinstance(e, (ArgumentError, ValidationError, InvalidInputError)):
+                self.gate.invalid(name, arguments)  # the signature's refusal, or NaN (Request.check_finite)
             told = self.gate.failure(name, Refused(str(e)) if isinstance(e, ToolError) else e, (ArgumentError,))
             raise ToolError(told) from (None if isinstance(e, ToolError) else e)
         finally:
+            REACHED.reset(token)
             if self.gate.hidden() != before and context.fastmcp_context is not None:
                 await context.fastmcp_context.send_notification(ToolListChangedNotification())
 
