@@ -46,9 +46,9 @@ def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
 
 class Server:
     """`retriever serve --transport http --tools full` or `retriever deploy --mcp` on 127.0.0.1, an OAuth
-    resource server for http://127.0.0.1:<port>/mcp with the provider's issuer."""
+    resource server for http://127.0.0.1:<port>/mcp with the provider's issuer (`oauth`: more of its settings)."""
 
-    def __init__(self, kind: str, project: Path, provider: Provider) -> None:
+    def __init__(self, kind: str, project: Path, provider: Provider, **oauth: Any) -> None:
         import hashlib
 
         self.kind, self.port = kind, free_port()
@@ -59,7 +59,7 @@ class Server:
             oauth={"issuer": provider.issuer, "resource": self.resource, "read": ["default"], "write": [],
                    "groups": {"team_a": {"write": ["default"]}, "team_b": {"read": ["b"], "write": ["b"]},
                               "ops": {"read": ["*"], "write": ["*"]}},
-                   "leeway": 0, "jwks_refetch": 2},
+                   "leeway": 0, "jwks_refetch": 2, **oauth},
             principals=[{"name": "ci-indexer", "scopes": ["read", "write"], "write": ["default"],
                          "token_sha256": [hashlib.sha256(STATIC.encode()).hexdigest()]}])
         config = project / f"{kind}.yaml"

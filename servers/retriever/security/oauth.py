@@ -2,10 +2,11 @@
 issuer the YAML names becomes a principal. Verified with PyJWT against the issuer's published keys
 (its discovery document's jwks_uri, or oauth.jwks_uri), which are cached for oauth.jwks_ttl and
 fetched again for an unknown `kid` at most once per oauth.jwks_refetch seconds, so the issuer's key
-rotation is picked up without letting unknown kids hammer it. Checked: the signature (only the
-asymmetric algorithms the YAML allows, with a key of the matching type: never `none`, never HS*),
-`iss`, `aud` (oauth.resource), `exp`, `nbf`, `iat`. The scopes come from `scope` (read, write, admin;
-others ignored), the groups from oauth.groups_claim, the name from oauth.name_claim.
+rotation is picked up without letting unknown kids hammer it. Each request to the issuer takes at most
+oauth.timeout in all; when the keys cannot be fetched, those already held serve on (none: 503).
+Checked: the signature (only the asymmetric algorithms the YAML allows, with a key of the matching type:
+never `none`, never HS*), `iss`, `aud` (oauth.resource), `exp`, `nbf`, `iat`. The scopes come from `scope`
+(read, write, admin; others ignored), the groups from oauth.groups_claim, the name from oauth.name_claim.
 
 Also the protected resource metadata (RFC 9728) and the `WWW-Authenticate` challenges (RFC 6750) that
 point a client at it. No message here quotes a token or any part of one.
@@ -14,6 +15,7 @@ point a client at it. No message here quotes a token or any part of one.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from typing import Any
@@ -199,7 +201,7 @@ class Verifier:
         async with httpx.AsyncClient(timeout=self.cfg.timeout, follow_redirects=False) as client:
             if self._jwks_uri is None:
                 self._jwks_uri = await self._discover(client)
-            jwks = await _json(client, self._jwks_uri)
+            jwks = await _json(client, self._jwks_uri, self.cfg.timeout)
         keys = jwks.get("keys") if isinstance(jwks, dict) else None
         if not isinstance(keys, list):
             raise ValueError(f"{self._jwks_uri} is not a JWK set")
@@ -214,7 +216,7 @@ class Verifier:
         problems = []
         for url in (issuer + "/.well-known/openid-configuration", rfc8414):
             try:
-                doc = await _json(client, url)
+                doc = await _json(client, url, self.cfg.timeout)
             except (OSError, ValueError) as e:
                 problems.append(str(e))
                 continue
@@ -227,18 +229,35 @@ class Verifier:
         raise ValueError("no discovery document: " + "; ".join(problems))
 
 
-async def _json(client: Any, url: str) -> Any:
+async def _json(client: Any, url: str, timeout: float) -> Any:
+    """The JSON document at `url`, read whole within `timeout` seconds in all (httpx's timeout bounds each
+    read, so an issuer sending a byte at a time would hold the keys' lock for ever) and at most
+    MAX_DOCUMENT_BYTES; any failure a ValueError naming the url, never the body."""
+    try:
+        body = await asyncio.wait_for(_read(client, url), timeout)
+    except TimeoutError:
+        raise ValueError(f"{url}: no whole answer within {timeout:g} s") from None
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise ValueError(f"{url}: the JSON is nested too deeply") from None
+
+
+async def _read(client: Any, url: str) -> bytes:
     import httpx
 
+    body = bytearray()
     try:
-        response = await client.get(url, headers={"Accept": "application/json"})
+        async with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
+            if response.status_code != 200:
+                raise ValueError(f"{url}: HTTP {response.status_code}")
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_DOCUMENT_BYTES:
+                    raise ValueError(f"{url}: over {MAX_DOCUMENT_BYTES} bytes")
     except httpx.HTTPError as e:
         raise ValueError(f"{url}: {type(e).__name__}") from None
-    if response.status_code != 200:
-        raise ValueError(f"{url}: HTTP {response.status_code}")
-    if len(response.content) > MAX_DOCUMENT_BYTES:
-        raise ValueError(f"{url}: over {MAX_DOCUMENT_BYTES} bytes")
-    return response.json()
+    return bytes(body)
 
 
 __all__ = ["METADATA_PATH", "InvalidToken", "IssuerUnavailable", "Verifier", "challenge", "insufficient_scope", "metadata",
