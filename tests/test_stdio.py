@@ -240,11 +240,13 @@ def test_stdout_is_the_protocols_alone_and_no_framework_is_imported(built_projec
     assert b"gc while serving: enabled True frozen True" in raw.stderr
 
 
-def test_a_small_search_runs_and_answers_on_the_compute_thread(built_project: Path) -> None:
-    """A search of at most one chunk of queries runs on the compute thread, where its encode and
-    index search run, and writes its answer there: no hand-off to a worker and none back to the
-    event loop. A larger one runs on a worker (other calls' chunks take turns with its own), which
-    writes its answer too; a refused call is answered by the loop."""
+def test_a_quick_search_runs_on_the_loop_a_small_one_on_the_compute_thread(built_project: Path) -> None:
+    """A quick search (one query of this process's indexes, no filter: api/hits.py quick) runs and
+    answers on the event loop, in the idle compute thread's place: no hand-off at all. Another
+    search of at most one chunk of queries runs on the compute thread, where its encode and index
+    search run, and writes its answer there: no hand-off to a worker and none back to the event
+    loop. A larger one runs on a worker (other calls' chunks take turns with its own), which writes
+    its answer too; a refused call is answered by the loop."""
     from retriever.mcp.core import served_tools
     from retriever.mcp.stdio import StdioServer
     from retriever.security.limits import CHUNK
@@ -270,7 +272,7 @@ def test_a_small_search_runs_and_answers_on_the_compute_thread(built_project: Pa
     server = StdioServer(engine, served_tools(engine, profile="full"), out)  # type: ignore[arg-type]
     calls = [("retriever_search", {"query_list": [Q], "top_k": 1}),
              ("retriever_search", {"query_list": [Q] * (CHUNK + 1), "top_k": 1, "return_text": False}),
-             ("retriever_hybrid_search", {"query_list": [Q], "top_k": 1}),
+             ("retriever_hybrid_search", {"query_list": [Q, Q], "top_k": 1}),  # two queries: not quick
              ("search", {"query": Q, "top_k": 1, "mode": "dense"}),  # the agent's: one query as a string
              ("no_such_tool", {})]
 
@@ -289,9 +291,9 @@ def test_a_small_search_runs_and_answers_on_the_compute_thread(built_project: Pa
     assert agent[1]["result"]["structuredContent"]["results"][0]["hits"][0]["id"] == "doc11"
     assert refused[1]["result"]["isError"]
     where = {"compute": "retriever-compute", "loop": threading.current_thread().name}
-    assert searched[0].startswith(where["compute"]) and small[0].startswith(where["compute"]), (searched, small[0])
+    assert searched[0] == small[0] == where["loop"], (searched, small[0])
     assert searched[2].startswith(where["compute"]) and hybrid[0].startswith(where["compute"])
-    assert searched[3].startswith(where["compute"]) and agent[0].startswith(where["compute"])
+    assert searched[3] == agent[0] == where["loop"]
     assert not searched[1].startswith(where["compute"]) and large[0] == searched[1] != where["loop"]
     assert refused[0] == where["loop"]
 

@@ -255,6 +255,79 @@ def test_a_whole_call_waiting_on_a_worker_that_needs_the_compute_thread_does_not
     assert compute.on_compute_thread(threading.current_thread).name.startswith("retriever-compute")  # still in service
 
 
+def test_a_thread_in_the_compute_thread_s_place_never_runs_beside_it() -> None:
+    """compute.here: a thread takes the compute thread's place only while that one is idle, and work
+    sent to the compute thread meanwhile waits until the place is given back (one thread at a time on
+    the model and the indexes). Planted (the compute thread not waiting for the place): 1 failed."""
+    import threading
+    import time
+
+    from retriever import compute
+
+    turns = compute.Turns("retriever-compute-test-here")
+    inside, overlaps = [0], []
+
+    def work(name: str) -> str:
+        inside[0] += 1
+        overlaps.append(inside[0])
+        time.sleep(0.05)
+        inside[0] -= 1
+        return name
+
+    with turns.here() as here:
+        assert here and compute.on_it()
+        sent = turns.submit(work, "sent meanwhile")
+        time.sleep(0.3)  # the compute thread has it: it waits for the place
+        assert not sent.done(), "the compute thread ran work while another thread had its place"
+        assert work("in its place") == "in its place"
+    assert not compute.on_it()
+    assert sent.result(timeout=30) == "sent meanwhile" and max(overlaps) == 1
+    started, held = threading.Event(), threading.Event()
+    busy = turns.submit(lambda: started.set() or held.wait(30))
+    assert started.wait(30)
+    with turns.here() as here:  # the compute thread is busy: nothing changes
+        assert not here and not compute.on_it()
+    held.set()
+    busy.result(timeout=30)
+    turns.shutdown()
+
+
+def test_a_call_in_the_compute_thread_s_place_waiting_on_a_worker_does_not_deadlock() -> None:
+    """A quick search run in the compute thread's place (the stdio server's event loop: mcp/core.py
+    at_once) may wait for a lock a worker holds while the worker needs the compute thread: the
+    worker's work waits for the place, is taken back after compute.PATIENCE and runs on the worker.
+    Planted (the compute thread takes the work before it has the place): 1 failed."""
+    import threading
+
+    from retriever import compute
+
+    lock = threading.Lock()
+    lock.acquire()  # the worker's
+    done: list[str] = []
+
+    def worker() -> None:
+        done.append(compute.on_compute_thread(lambda: "model loaded"))
+        lock.release()
+
+    def search() -> str:
+        threading.Thread(target=worker, daemon=True).start()
+        with lock:
+            return "searched"
+
+    got: list[object] = []
+
+    def loop() -> None:  # as the event loop's thread
+        with compute.here() as here:
+            got.append(here and compute.whole(search)())
+
+    caller = threading.Thread(target=loop, daemon=True)
+    caller.start()
+    caller.join(30)
+    assert got == ["searched"], "the call and the worker wait on each other"
+    assert done == ["model loaded"]
+    assert compute.on_compute_thread(threading.current_thread).name.startswith("retriever-compute")
+
+
 def test_callers_take_turns_on_the_compute_thread() -> None:
     """Work waits in one queue per caller (compute.CALLER) and the compute thread serves the
     queues in turn: a caller's sixth piece of work queued before another caller's first does not

@@ -13,6 +13,11 @@ its collection, hybrid's calibration): a worker whose work has not started after
 while a whole call holds the thread takes its work back and runs it itself, so neither waits
 forever.
 
+A short call may instead run where it arrived, in the compute thread's place (`here`), when the
+compute thread is idle: the stdio server's event loop and the deploy service's run a one-query search
+of this process's own indexes so, without the two hand-offs there and back. While it runs, the
+compute thread waits for it and work sent there runs in its place too: still one thread at a time.
+
 Callers take turns here: work waits in one queue per caller (`CALLER`, set by the HTTP guard to a
 digest of the bearer token) and the thread serves the queues in turn, one piece of work each. A
 caller with eight calls running, or one long call cut into chunks of queries, gets every other
@@ -21,6 +26,7 @@ turn at most while another caller's work waits, not eight turns in a row.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import deque
@@ -55,6 +61,7 @@ class Turns(Executor):
         self._queues: dict[str, deque[tuple[Future[Any], Callable[[], Any]]]] = {}
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._role = threading.Lock()  # held by the thread doing the compute work: this one, or one in its place
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         future: Future[T] = Future()
@@ -88,15 +95,39 @@ class Turns(Executor):
     def _serve(self) -> None:
         while (work := self._next()) is not None:
             future, fn = work
-            if not future.set_running_or_notify_cancel():  # taken back by its caller (Pending.result)
-                continue
-            try:
-                result = fn()
-            except BaseException as e:  # as ThreadPoolExecutor: result() raises it
-                future.set_exception(e)
-            else:
+            with self._role:  # after a call run in this thread's place (`here`), if one runs
+                if not future.set_running_or_notify_cancel():  # taken back by its caller (Pending.result)
+                    continue
+                try:
+                    result, error = fn(), None
+                except BaseException as e:  # as ThreadPoolExecutor: result() raises it
+                    result, error = None, e
+            # the place given back before the caller hears: its next quick call may take it at once
+            if error is None:
                 future.set_result(result)
-            del work, future, fn  # no reference kept to a result while waiting for the next
+            else:
+                future.set_exception(error)
+            del work, future, fn, result, error  # no reference kept to a result while waiting for the next
+
+    @contextmanager
+    def here(self) -> Iterator[bool]:
+        """This thread in the compute thread's place, if that one is idle (no work waiting, none
+        running): True, and until the end work sent to the compute thread runs here (`on_it`) or
+        waits; else False, and nothing changes."""
+        if on_it():
+            yield True
+            return
+        with self._cond:
+            idle = not self._queues and self._role.acquire(blocking=False)
+        if not idle:
+            yield False
+            return
+        _here.on = True
+        try:
+            yield True
+        finally:
+            _here.on = False
+            self._role.release()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._cond:
@@ -112,6 +143,7 @@ class Turns(Executor):
             thread.join()
 
 
+_here = threading.local()  # `on`: this thread is in the compute thread's place (Turns.here)
 _executor = Turns()
 _holding = threading.Event()  # set while a whole call runs on the compute thread
 # as concurrent.futures' own executors: the work queued finishes before the interpreter exits
@@ -137,8 +169,14 @@ def executor() -> Turns:
 
 
 def on_it() -> bool:
-    """Whether this is the compute thread."""
-    return threading.current_thread().name.startswith(_NAME)
+    """Whether this is the compute thread, or a thread in its place (`here`)."""
+    return getattr(_here, "on", False) or threading.current_thread().name.startswith(_NAME)
+
+
+def here() -> contextlib.AbstractContextManager[bool]:
+    """This thread in the compute thread's place while that one is idle (True), else nothing (False):
+    for a call shorter than the hand-offs to the compute thread and back (Turns.here)."""
+    return _executor.here()
 
 
 def whole(fn: Callable[..., T]) -> Callable[..., T]:

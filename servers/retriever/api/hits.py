@@ -41,3 +41,24 @@ def searches(r: Request) -> bool:
     """Whether `r` is a one-list search's request (what `hits` answers; a deployed service may merge
     several callers' requests of one kind into one search: service/batcher.py)."""
     return isinstance(r, BM25SearchRequest)
+
+
+QUICK_K = 100  # hits (top_k + offset) at most of a search quick enough to run where it arrives
+
+
+def quick(engine: Retriever, r: Request) -> bool:
+    """Whether `r` is a search short enough to run where it arrives, in the compute thread's place
+    (compute.here: an event loop serving it without the hand-offs there and back, about 0.1 ms each
+    here; bench/LEAN.md call-overhead): one query, no filter, at most QUICK_K hits, of the open
+    collection, whose embedder and indexes are in this process (`sentence_transformers`, FAISS and
+    bm25s: no server to wait on), with no rerank stage and no LLM. Anything else, or a collection
+    not yet opened, goes to the compute thread as before, and the loop goes on meanwhile."""
+    query = getattr(r, "query_list", getattr(r, "query", None))
+    cfg = engine.config
+    top_k = getattr(r, "top_k", None)
+    return (engine.session is not None and (isinstance(query, str) or isinstance(query, list) and len(query) == 1)
+            and getattr(r, "filters", None) is None and getattr(r, "llm_rerank", None) is None
+            and (cfg.top_k if top_k is None else top_k) + (getattr(r, "offset", 0) or 0) <= QUICK_K
+            and getattr(r, "collection_name", getattr(r, "collection", None)) in (None, cfg.collection_name)
+            and cfg.backend in ("sentence_transformers", "bm25") and cfg.index_backend == "faiss"
+            and cfg.rerank.url is None and cfg.rerank.model_name_or_path is None)

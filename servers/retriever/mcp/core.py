@@ -23,6 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from .. import compute
 from ..api import grants
+from ..api.hits import quick
 from ..api.models import Request, argument_problems, unreadable_json
 from ..api.registry import listed_input, selected
 from ..api.replies import reply
@@ -91,13 +92,16 @@ def tool_function(name: str, model: type[Request], serve: Callable[[Request], Aw
 
 
 async def serve_call(engine: Retriever, tool: Tool, request: Request,
-                     then: Callable[[dict[str, Any]], T] | None = None, progress: Report | None = None) -> Any:
+                     then: Callable[[dict[str, Any]], T] | None = None, progress: Report | None = None,
+                     at_once: bool = False) -> Any:
     """One call: the web tools are coroutines; the rest block, so they run on a worker thread that
     the request's cancellation stops (run). A search of at most one chunk of queries runs on the
     compute thread, where its encode and index search run (compute.py), instead of on a worker
     that hands them over and waits; a larger one on a worker, so other calls' chunks take turns
-    with its own. `then(reply)`, if given, runs where the call ran (stdio writes the answer there,
-        without waking the event loop first) and its value is returned instead of the reply. `progress`:
+    with its own; `at_once` (the stdio server): a quick search (api/hits.py quick) runs right here on
+    the event loop, in the compute thread's place while that one is idle (compute.here), without the
+    hand-offs there and back. `then(reply)`, if given, runs where the call ran (stdio writes the answer
+    there, without waking the event loop first) and its value is returned instead of the reply. `progress`:
     where the call's long work reports (the client asked with a progressToken; limits.caller_progress).
     A caller has at most limits.max_calls_per_caller calls running. The caller (principals.PRINCIPAL)
     needs the tool's scope and a grant on each collection the call acts on (api/grants.py); each
@@ -122,7 +126,7 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request,
 
     try:
         with _in_flight(engine.base_config.limits.max_calls_per_caller):
-            out = await _serve_call(engine, tool, request, noted, progress)
+            out = await _serve_call(engine, tool, request, noted, progress, at_once)
     except BaseException as e:
         grants.audit(principal, tool, engine, request, "cancelled" if isinstance(e, asyncio.CancelledError) else "failed")
         raise
@@ -157,7 +161,7 @@ _CALLS_LOCK = threading.Lock()
 
 
 async def _serve_call(engine: Retriever, tool: Tool, request: Request, then: Callable[[dict[str, Any]], T] | None,
-                      progress: Report | None) -> Any:
+                      progress: Report | None, at_once: bool) -> Any:
     if inspect.iscoroutinefunction(tool.call):
         FROM_CLIENT.set(True)
         payload = await tool.call(engine, request)
@@ -165,8 +169,39 @@ async def _serve_call(engine: Retriever, tool: Tool, request: Request, then: Cal
     call = tool.call if then is None else lambda *args: then(tool.call(*args))
     # an LLM reranking waits seconds on a server elsewhere: not on the compute thread
     if tool.compute and _queries(request) <= CHUNK and getattr(request, "llm_rerank", None) is None:
+        if at_once and quick(engine, request):
+            with compute.here() as here:
+                if here:
+                    return run_here(tool.name, compute.whole(call), engine, request)
         return await run(tool.name, compute.whole(call), engine, request, executor=compute.executor())
     return await run(tool.name, call, engine, request, progress=progress)
+
+
+def run_here(name: str, fn: Callable[..., T], /, *args: Any) -> T:
+    """`fn(*args)` on this thread (the event loop's, in the compute thread's place: compute.here), as
+    a client's call (see `run`); short, so nothing can cancel it midway."""
+    ctx, work = _as_call(name, fn, args, threading.Event(), None)
+    return ctx.run(work)
+
+
+def _as_call(name: str, fn: Callable[..., T], args: tuple[Any, ...], cancel: threading.Event,
+             progress: Report | None) -> tuple[contextvars.Context, Callable[[], T]]:
+    """A context for `fn(*args)` as a client's call (its cancel event, guard.py's checks, where its
+    progress goes), and the work that runs it there."""
+    ctx = contextvars.copy_context()
+    ctx.run(CANCEL.set, cancel)
+    ctx.run(FROM_CLIENT.set, True)
+    if progress is not None:
+        ctx.run(PROGRESS.set, progress)
+
+    def work() -> T:
+        try:
+            return fn(*args)
+        except CancelledWork as e:
+            log.info("%s: %s", name, e)
+            raise
+
+    return ctx, work
 
 
 def _queries(request: Request) -> int:
@@ -181,19 +216,7 @@ async def run(name: str, fn: Callable[..., T], /, *args: Any, executor: Executor
     settings are checked (guard.py), and if the request is cancelled (the client gave up or went
     away) the work stops at its next chunk of queries (limits.py) instead of running on unseen."""
     event = threading.Event()
-    ctx = contextvars.copy_context()
-    ctx.run(CANCEL.set, event)
-    ctx.run(FROM_CLIENT.set, True)
-    if progress is not None:
-        ctx.run(PROGRESS.set, progress)
-
-    def work() -> T:
-        try:
-            return fn(*args)
-        except CancelledWork as e:
-            log.info("%s: %s", name, e)
-            raise
-
+    ctx, work = _as_call(name, fn, args, event, progress)
     future = asyncio.get_running_loop().run_in_executor(executor, ctx.run, work)
     try:
         return await future

@@ -256,7 +256,7 @@ class StdioServer:
             request = await self.gate.request(tool, arguments)
             return await serve_call(self.engine, tool, request,
                                     lambda payload: self.answered(rid, tool, payload, modern),
-                                    None if token is None else self.progress(token))
+                                    None if token is None else self.progress(token), at_once=True)
         except Exception as e:
             return _tool_result(self.gate.failure(name, e), True)
 

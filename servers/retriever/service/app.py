@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..api import grants
 from ..api.models import DeploySearchRequest, Request, argument_problems, unreadable_json
@@ -77,6 +79,7 @@ class Service:
         self.settings = engine.base_config.deploy
         self.metrics = Metrics(lambda: self.batcher.depth() if self.batcher else 0)
         self.batcher: Batcher | None = None
+        self.requests = 0  # HTTP requests inside the service now (Counted)
         self.problem: str | None = "loading the corpus, the model and the indexes"
 
     async def start(self) -> None:
@@ -129,6 +132,24 @@ async def _disconnected(http: HTTPRequest) -> None:
 
 
 READY_TIMEOUT_S = 5.0  # /readyz: how long the index backend (a Milvus server) may take to answer
+
+
+class Counted:
+    """ASGI middleware, outermost: counts the HTTP requests inside the service (Service.requests), from
+    before the guard reads them, so the batcher knows a lone caller from one among others."""
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app, self.service = app, service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.service.requests += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.service.requests -= 1
 
 
 def _backend_problem(engine: Retriever) -> str | None:
@@ -274,7 +295,7 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        service.batcher = Batcher(engine, service.settings, service.metrics)
+        service.batcher = Batcher(engine, service.settings, service.metrics, lambda: service.requests)
         worker = asyncio.create_task(service.batcher.run())
         loading = asyncio.create_task(service.start())
         async with contextlib.AsyncExitStack() as stack:
@@ -288,6 +309,6 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
                 service.batcher.close()
 
     app = Starlette(routes=routes, lifespan=lifespan,
-                    middleware=[front_door(engine.base_config, host, port, OPEN_PATHS)])
+                    middleware=[Middleware(Counted, service=service), front_door(engine.base_config, host, port, OPEN_PATHS)])
     app.state.service = service
     return app

@@ -28,13 +28,15 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import compute
 from ..api.calls import hits_reply
 from ..api.hits import hits as kind_hits
-from ..api.hits import searches
+from ..api.hits import quick, searches
 from ..api.models import BM25SearchRequest, Request
 from ..api.registry import call
 from ..compute import CALLER
@@ -79,8 +81,10 @@ def merge_key(request: Request) -> str | None:
 
 
 class Batcher:
-    def __init__(self, engine: Retriever, settings: DeployConfig, metrics: Metrics) -> None:
+    def __init__(self, engine: Retriever, settings: DeployConfig, metrics: Metrics,
+                 requests: Callable[[], int] = lambda: 2) -> None:
         self.engine = engine
+        self.requests = requests  # HTTP requests inside the service now, this one's included (app.py)
         self.max_batch = min(settings.max_batch, engine.base_config.limits.max_queries)
         self.max_wait = settings.max_wait_ms / 1000
         self.max_queue = settings.max_queue
@@ -153,7 +157,7 @@ class Batcher:
             self.metrics.batch_queries.observe(max(1, sum(len(j.queries) for j in jobs)))
             start = time.perf_counter()
             try:
-                results = await loop.run_in_executor(self._executor, ctx.run, self._serve, jobs)
+                results = await self._searched(loop, ctx, jobs)
             except Exception as e:  # the batch failed as a whole: every caller gets the error
                 results = [e] * len(jobs)
             self.metrics.batch_seconds.observe(time.perf_counter() - start)
@@ -163,6 +167,24 @@ class Batcher:
                     self._wake.set()
                     continue
                 _settle(job, result)
+
+    async def _searched(self, loop: asyncio.AbstractEventLoop, ctx: contextvars.Context,
+                        jobs: list[Job]) -> list[Payload | Exception | None]:
+        """The batch served where its work runs best. A quick search (api/hits.py quick: one query of
+        this process's own indexes) while no other request is inside the service runs here on the
+        event loop, in the compute thread's place while that one is idle; with other requests about,
+        the loop goes on reading them meanwhile, to be merged into the next batch; a search of one key on the compute thread,
+        where its encode and index search run, not on the service thread that would hand them over
+        there and wait; the rest on the service thread. Each step spared is a thread hand-off, about
+        0.1 ms here (bench/LEAN.md call-overhead)."""
+        first = jobs[0]
+        if first.key is not None and len(first.queries) <= self.max_batch:
+            if len(jobs) == 1 and self.requests() <= 1 and quick(self.engine, first.request):
+                with compute.here() as here:
+                    if here:
+                        return ctx.run(compute.whole(self._serve), jobs)
+            return await loop.run_in_executor(compute.executor(), ctx.run, compute.whole(self._serve), jobs)
+        return await loop.run_in_executor(self._executor, ctx.run, self._serve, jobs)
 
     async def _gather(self, last: int) -> None:
         """Under concurrent load (the last batch served `last` > 1 requests), wait up to
@@ -209,7 +231,7 @@ class Batcher:
         return jobs
 
     def _serve(self, jobs: list[Job]) -> list[Payload | Exception | None]:
-        """On the service thread: one engine call for all `jobs`, each reply shaped for its caller
+        """Where `_searched` runs it: one engine call for all `jobs`, each reply shaped for its caller
         (None: a piece of a cut request was searched, more to come). A lone job runs with its
         cancel event as limits.CANCEL, so a caller who left stops it at its next chunk."""
         first = jobs[0].request
