@@ -156,7 +156,8 @@ class Retriever(Writes):
         ranker, f = kinds.kind(mode, h, query_instruction, s=s), None if filters is None else parse_filter(filters)
         if s.held is not None:  # the backend holds the documents: its hits fused by id (search/stored.py)
             held = s.held
-            return stored.multi_query(lambda qs: kinds.held_search(s, held, Spec(ranker, qs, h.candidate_depth, f)),
+            return stored.multi_query(s, lambda qs: kinds.held_search(s, held, Spec(ranker, qs, h.candidate_depth, f,
+                                                                                     reranked=False)),
                                       question_list, self._k(s, top_k), h.rrf_k, scale_score, score_threshold)
         return run.multi_query(s, ranker, question_list, self._k(s, top_k), h.candidate_depth, h.rrf_k, f,
                                scale_score, score_threshold)

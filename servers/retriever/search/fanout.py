@@ -26,7 +26,7 @@ from .kinds import held_search, kind
 from .rankers import Ranker
 from .results import as_queries
 from .run import rankings
-from .spec import Spec, finish, retrieved, rrf_scale
+from .spec import Spec, finish, rrf_scale
 
 # one query's list from one collection: (key, score) best first (a key is a row of a local collection,
 # an id where the backend holds the documents), and the hit of a key
@@ -65,7 +65,7 @@ def _lists(cs: Session, ranker: Ranker, queries: list[str], depth: int, f: Filte
     collection's rows (read only for the fused hits), or where the backend holds the documents
     (Milvus is_demo / full_text) its hits (search/stored.py)."""
     if (held := cs.held) is not None:
-        found, _ = retrieved(lambda: held_search(cs, held, Spec(ranker, queries, depth, f)))
+        found = held_search(cs, held, Spec(ranker, queries, depth, f, reranked=False))
         return [([(x.id, float(x.score)) for x in hits], {x.id: x for x in hits}.__getitem__) for hits in found]
     ranked = rankings(cs, ranker, queries, depth, candidate_rows(cs, f))
 

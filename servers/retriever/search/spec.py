@@ -2,13 +2,12 @@
 queries, how many hits, the filter parsed once, the result stages asked for. Every searcher below
 the engine takes it, a local collection's (run.py) and a backend's that holds the documents
 (stored.py); what they share is here: `finish` (the rerank stage, the scaling and the threshold),
-`staged` (that, with the queries cut into chunks within the call's limits), `phrasings`
-(multi-query) and `retrieved` (a fusion's lists, whose one rerank stage follows the fusion)."""
+`staged` (that, with the queries cut into chunks within the call's limits), and `phrasings`
+(multi-query)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -23,7 +22,6 @@ from .results import as_groups, regroup
 from .stages import Stage, apply, stages
 
 L = TypeVar("L")  # one query's list as a search gives it: rows and scores, or hits
-T = TypeVar("T")
 AsRows = tuple[dict[str, RowRanking], Sequence[str]]  # one query's lists as rows and scores, each row's id
 
 
@@ -35,6 +33,7 @@ class Spec:
     filter: Filter | None = None
     scale_score: bool = False
     threshold: float | None = None
+    reranked: bool = True  # False: one of a fusion's lists (multi-query, fan-out), whose one rerank stage follows it
 
 
 @dataclass(frozen=True)
@@ -69,33 +68,11 @@ def rrf_scale(rrf_k: float, scale_score: bool) -> Callable[[], Scale] | None:
     return (lambda: fused_scale("rrf", [1.0], rrf_k)) if scale_score else None
 
 
-# inside `retrieved`: the sessions its searches ran on (None outside)
-_FUSED: ContextVar[list[Session] | None] = ContextVar("retriever_fused_lists", default=None)
-
-
-def retrieved(search: Callable[[], T]) -> tuple[T, Session | None]:
-    """`search()` (searches through `staged`: a backend's that holds the documents) without the
-    rerank stage, as a fusion's lists, whose one rerank stage runs on the fused list (multi-query and
-    fan-out, as over a local collection's rows, which `rankings` give unreranked); and the first
-    session searched, whose rerank section the fusion's `finish` takes. (The held multi-query gets
-    its searches as a callable from the engine, hence a context and not a Spec field.)"""
-    searched: list[Session] = []
-    token = _FUSED.set(searched)
-    try:
-        out = search()
-    finally:
-        _FUSED.reset(token)
-    return out, next(iter(searched), None)
-
-
 def staged(s: Session, spec: Spec, scale: Callable[[], Scale], rank: Callable[[list[str], int], Hits]) -> Hits:
     """Per query, its top `spec.k` hits: `rank(queries, depth)` gives a chunk of queries' hits
-    `depth` deep (deeper than k where the collection's cross-encoder reranks them), then `finish`;
-    inside `retrieved`, with no rerank stage."""
-    fused = _FUSED.get()
-    if fused is not None:
-        fused.append(s)
-    end = finish(s if fused is None else None, spec.k, scale if spec.scale_score else None, spec.threshold)
+    `depth` deep (deeper than k where the collection's cross-encoder reranks them), then `finish`
+    (without the rerank stage for one of a fusion's lists: `spec.reranked` False)."""
+    end = finish(s if spec.reranked else None, spec.k, scale if spec.scale_score else None, spec.threshold)
     return chunked(lambda chunk: end(chunk, rank(chunk, end.depth)), spec.queries, s.config.limits,
                    spec.ranker.depth(end.depth))
 

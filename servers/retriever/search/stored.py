@@ -41,7 +41,7 @@ from .fusion import SCALERS
 from .hybrid import RowRanking, Tables, fused_scale, placed, placement, ranked
 from .rankers import Dense, Hybrid, text_only
 from .results import as_groups, pick
-from .spec import Spec, finish, phrasings, retrieved, rrf_scale, staged
+from .spec import Spec, finish, phrasings, rrf_scale, staged
 
 AUTO_VECTOR_WEIGHT = 0.5  # vector_weight null in this mode (no local calibration)
 
@@ -140,14 +140,13 @@ def _embedder(s: Session, what: str) -> Embedder:
 
 # ---- multi-query over hits the backend returns -------------------------------------------------
 
-def multi_query(searched: Callable[[list[str]], Hits], question_list: Any, k: int, rrf_k: float, scale_score: bool,
-                threshold: float | None) -> Hits:
+def multi_query(s: Session, searched: Callable[[list[str]], Hits], question_list: Any, k: int, rrf_k: float,
+                scale_score: bool, threshold: float | None) -> Hits:
     """Several phrasings per question, each searched by the backend (`searched`: per query its
-    hits, deep enough) without the rerank stage (spec.retrieved), fused by id with RRF into one
-    ranking per question, then the searched collection's rerank stage once per question against its
-    first phrasing: spec.phrasings, the code search/run.py multi_query runs over rows."""
-    queries = [q for g in as_groups(question_list, "question_list") for q in g]
-    lists, s = retrieved(lambda: searched(queries))
+    hits, deep enough, without the rerank stage: Spec.reranked False), fused by id with RRF into one
+    ranking per question, then collection `s`'s rerank stage once per question against its first
+    phrasing: spec.phrasings, the code search/run.py multi_query runs over rows."""
+    lists = searched([q for g in as_groups(question_list, "question_list") for q in g])
     end = finish(s, k, rrf_scale(rrf_k, scale_score), threshold)
     tables = Tables()
     return phrasings(lambda _: lists, tables.rows, tables.hits, question_list, rrf_k, end)
