@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 
 from ..config import Config
-from .oauth import InvalidToken, IssuerUnavailable, Verifier, challenge, insufficient_scope, metadata, metadata_paths
+from .oauth import InvalidToken, IssuerUnavailable, Verifier, challenge, metadata, metadata_paths
 from .principals import Principal, StaticTokens
 
 log = logging.getLogger(__name__)
@@ -71,10 +71,6 @@ class Access:
 
     def _unauthorized(self, message: str, error: str | None = None, description: str | None = None) -> Denied:
         return Denied(401, message, ((b"www-authenticate", self.challenge(error, description).encode()),))
-
-    def insufficient(self, scope: str, message: str) -> Denied:
-        """403 for a principal without `scope` (RFC 6750's insufficient_scope, the scope named)."""
-        return Denied(403, message, ((b"www-authenticate", insufficient_scope(self.oauth, scope).encode()),))
 
 
 __all__ = ["Access", "Denied"]
