@@ -4,6 +4,7 @@ loaded and derived (the corpus, the change log, the embedder, the dense and BM25
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import os
 import threading
@@ -12,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -265,10 +267,16 @@ def disk_stamp(cfg: Config) -> tuple[Any, ...]:
     stat calls per search."""
     paths = cfg.paths()
     out: list[Any] = []
-    for folder in (paths.docs, paths.faiss, paths.bm25):
+    for name in _manifests(paths.docs, paths.faiss, paths.bm25):
         try:
-            st = os.stat(folder / MANIFEST)
+            st = os.stat(name)
             out.append((st.st_ino, st.st_size, st.st_mtime_ns))
         except OSError:
             out.append(None)
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _manifests(*folders: Path) -> tuple[str, ...]:
+    """The manifest files of `folders`, as strings for os.stat: joined once, not at every search."""
+    return tuple(str(folder / MANIFEST) for folder in folders)
