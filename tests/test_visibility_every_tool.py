@@ -23,7 +23,14 @@ Each profile is served over each world (`serve --ultrarag`'s engine for ultrarag
   error tells it the hidden documents exist; no reply holds a hidden document's id (one the call itself
   names aside), its text or its tokens; no LLM prompt on its behalf holds them either;
 - the tools that cannot apply visibility (api/grants.py UNSEEING) refuse the reader, naming
-  security.visibility and nothing hidden."""
+  security.visibility and nothing hidden.
+
+The same over a pair of worlds whose documents Milvus holds (`held`: Milvus Lite, index_backend milvus with
+full_text, its BM25 analysed by bm25s, the sparse model's vectors in Milvus too): every tool and mode above
+serves such a collection (the reader's BM25 and hybrid scores come from indexes/milvus/seen.py, over the
+documents it sees), so the same cases run, their floats equal (HELD_TOLERANCE). The collection is named
+user_default, the collection UltraRAG's project memory search reads (current_user_id left out), so that tool
+runs in every profile there; fan-out names it."""
 
 from __future__ import annotations
 
@@ -87,9 +94,15 @@ KIND = {
     "web_search": "web", "retriever_exa_search": "web", "retriever_tavily_search": "web",
     "retriever_zhipuai_search": "web", "retriever_websearch": "web", "retriever_batch_websearch": "web",
 }
-# (profile, tool) the worlds cannot serve, and why
+# (profile, tool) the local worlds cannot serve, and why (the held worlds serve every case)
 UNSERVED = {("full", "retriever_project_memory_search"): "it needs Milvus outside `serve --ultrarag`; the "
             "ultrarag profile's case runs it"}
+HELD_COLLECTION = "user_default"  # the held worlds' collection: the one project memory search reads by default
+# floats of a reader's two replies: to 1e-5 over the local worlds; equal over the held ones, where each score is
+# computed alike in both (Milvus's dense and learned-sparse inner products of the same vectors, BM25 by
+# indexes/milvus/seen.py over the same visible documents' terms, fusions of those): all 1,572 floats of the held
+# cases' replies were equal to the bit once the visible documents were written apart (see world)
+HELD_TOLERANCE = 0.0
 
 
 def read_tools(tools: tuple[Tool, ...] | list[Tool] = registry.TOOLS) -> dict[str, list[Tool]]:
@@ -141,25 +154,41 @@ def llm() -> Iterator[FakeLLM]:
     fake.stop()
 
 
-def world(built_project: Path, dest: Path, docs: list[dict[str, Any]], mlm: Path, llm: FakeLLM) -> Path:
+def world(built_project: Path, dest: Path, docs: list[dict[str, Any]], mlm: Path, llm: FakeLLM,
+          held: bool = False) -> Path:
+    """The sample project plus `docs`; `held`: in a full_text collection of Milvus Lite (its own file under
+    `dest`), the sample corpus indexed into it, its sparse vectors written with each document."""
     config = copy_built(built_project, dest)
     cfg = yaml.safe_load(config.read_text())
     cfg.setdefault("security", {})["visibility"] = {"field": "acl", "missing": "public"}
     cfg["sparse"] = {"model_name_or_path": str(mlm), "save_path": "out/sparse", "hybrid": "fused"}
     cfg["llm"] = {"base_url": llm.url, "model": "tiny-judge", "api_key": "k", "timeout": 10, "max_retries": 0}
     cfg["retriever_url"] = "http://127.0.0.1:9"  # lists retriever_deploy_search (the reader is refused first)
+    if held:  # as tests/test_visibility_held.py's full_text collection
+        cfg["index_backend"] = "milvus"
+        cfg["index_backend_configs"]["milvus"] = {"uri": str(dest / "milvus.db"), "full_text": True}
+        cfg["collection_name"] = HELD_COLLECTION
     config.write_text(yaml.safe_dump(cfg))
     engine = engine_for(config)
     engine.init()
-    engine.sparse_index()
-    engine.add(docs)
+    if held:
+        engine.index()
+    else:
+        engine.sparse_index()
+    # the visible documents in a write of their own, the hidden ones (if any) in the next: a document's learned-sparse
+    # weights depend on the others encoded in its batch (padded to its longest text: measured, up to 1.2e-7 in a
+    # weight, one float32 ulp in a Milvus score), so written together with hs-1 the visible ones are stored otherwise
+    engine.add([d for d in docs if d["acl"] == "*"])
+    if hidden := [d for d in docs if d["acl"] != "*"]:
+        engine.add(hidden)
     assert not registry.call(engine, ExtractTriplesRequest())["failed"]
     return config
 
 
 def ultrarag(config: Path) -> Retriever:
     """The engine `serve --ultrarag` makes of `config` (tests/test_client_reach.py's)."""
-    engine = Retriever(load_config(config, ultrarag_overrides(config.parent, "faiss", [])), config.parent)
+    backend = load_config(config).index_backend
+    engine = Retriever(load_config(config, ultrarag_overrides(config.parent, backend, [])), config.parent)
     engine.ultrarag = True
     return engine
 
@@ -168,21 +197,59 @@ def ultrarag(config: Path) -> Retriever:
 class Worlds:
     servers: dict[tuple[str, str], Any]  # (world, profile) -> MCP server
     schemas: dict[str, dict[str, dict[str, Any]]]  # profile -> tool -> input schema, as the operator is listed
+    collection: str  # the collection's name, as fan-out names it
+    unserved: dict[tuple[str, str], str]  # (profile, tool) these worlds cannot serve, and why
 
 
 @pytest.fixture(scope="module")
-def worlds(built_project: Path, llm: FakeLLM, tmp_path_factory: pytest.TempPathFactory) -> Worlds:
-    mlm = build_tiny_mlm(tmp_path_factory.mktemp("mlm") / "tiny-mlm")
+def mlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_mlm(tmp_path_factory.mktemp("mlm") / "tiny-mlm")
+
+
+def build_sparser_mlm(folder: Path) -> Path:
+    """The tiny MLM whose vectors hold only the words of this test's texts and queries (its output bias
+    -1000 for every other token): about 450 weights a vector instead of the whole vocabulary's 30,000, over
+    which Milvus Lite's sparse search took about 200 ms a query (here, a hybrid or sparse search: 25 ms)."""
+    import torch
+    from transformers import AutoTokenizer, BertForMaskedLM
+
+    build_tiny_mlm(folder)
+    tokenizer, model = AutoTokenizer.from_pretrained(str(folder)), BertForMaskedLM.from_pretrained(str(folder))
+    texts = [d["contents"] for d in [*SAMPLE_DOCS, *DOCS]] + list(QUERIES)
+    used = {i for ids in tokenizer(texts)["input_ids"] for i in ids} - set(tokenizer.all_special_ids)
+    with torch.no_grad():
+        bias = model.cls.predictions.bias
+        other = torch.ones_like(bias, dtype=torch.bool)
+        other[sorted(used)] = False
+        bias[other] = -1000.0
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def worlds(built_project: Path, llm: FakeLLM, mlm: Path, tmp_path_factory: pytest.TempPathFactory) -> Worlds:
+    return pair(built_project, llm, mlm, tmp_path_factory, held=False)
+
+
+@pytest.fixture(scope="module")
+def held_worlds(built_project: Path, llm: FakeLLM, tmp_path_factory: pytest.TempPathFactory) -> Worlds:
+    sparser = build_sparser_mlm(tmp_path_factory.mktemp("mlm") / "sparser-mlm")
+    return pair(built_project, llm, sparser, tmp_path_factory, held=True)
+
+
+def pair(built_project: Path, llm: FakeLLM, mlm: Path, tmp_path_factory: pytest.TempPathFactory, held: bool) -> Worlds:
+    """The planted and the alone world, each served in every profile."""
     servers = {}
     for name, docs in (("planted", DOCS), ("alone", VISIBLE)):
-        config = world(built_project, tmp_path_factory.mktemp(name) / "p", docs, mlm, llm)
+        dest = tmp_path_factory.mktemp(f"{name}_held" if held else name) / "p"
+        config = world(built_project, dest, docs, mlm, llm, held)
         full, ultra = engine_for(config), ultrarag(config)
         full.init()
         ultra.init()
         servers |= {(name, "agent"): build_server(full, profile="agent"),
                     (name, "full"): build_server(full, profile="full"), (name, "ultrarag"): build_server(ultra, ultrarag=True)}
     schemas = {p: as_principal(OPERATOR, lambda s=servers["planted", p]: _schemas(s)) for p in registry.PROFILES}
-    return Worlds(servers, schemas)
+    return Worlds(servers, schemas, HELD_COLLECTION if held else "", {} if held else UNSERVED)
 
 
 async def _schemas(server: Any) -> dict[str, dict[str, Any]]:
@@ -224,23 +291,23 @@ def hidden_in(text: str, args: dict[str, Any]) -> list[str]:
             + [i for i in HIDDEN_IDS if i in text and i not in named])
 
 
-def differs(got: Any, want: Any, at: str = "") -> str | None:
-    """Where `got` and `want` differ (floats to 1e-5), or None."""
+def differs(got: Any, want: Any, at: str = "", tol: float = 1e-5) -> str | None:
+    """Where `got` and `want` differ (floats to `tol`, relative or absolute; 0: equal), or None."""
     if isinstance(got, float) or isinstance(want, float):
-        ok = isinstance(got, (int, float)) and isinstance(want, (int, float)) and math.isclose(got, want, rel_tol=1e-5,
-                                                                                               abs_tol=1e-5)
+        ok = isinstance(got, (int, float)) and isinstance(want, (int, float)) and math.isclose(got, want, rel_tol=tol,
+                                                                                               abs_tol=tol)
         return None if ok else f"{at}: {got!r} != {want!r}"
     if isinstance(got, dict) and isinstance(want, dict):
         if set(got) != set(want):
             return f"{at}: keys {sorted(got)} != {sorted(want)}"
-        return next((d for k in got if (d := differs(got[k], want[k], f"{at}.{k}"))), None)
+        return next((d for k in got if (d := differs(got[k], want[k], f"{at}.{k}", tol))), None)
     if isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)):
         if len(got) != len(want):
             return f"{at}: {len(got)} items != {len(want)}: {str(got)[:300]} != {str(want)[:300]}"
-        return next((d for i, (g, w) in enumerate(zip(got, want)) if (d := differs(g, w, f"{at}[{i}]"))), None)
+        return next((d for i, (g, w) in enumerate(zip(got, want)) if (d := differs(g, w, f"{at}[{i}]", tol))), None)
     if isinstance(got, str) and isinstance(want, str) and got[:1] in "{[" and got != want:
         try:
-            return differs(json.loads(got), json.loads(want), at)
+            return differs(json.loads(got), json.loads(want), at, tol)
         except ValueError:
             pass
     return None if got == want else f"{at}: {repr(got)[:300]} != {repr(want)[:300]}"
@@ -264,17 +331,18 @@ OPTIONS: dict[str, st.SearchStrategy[Any]] = {  # an option left out takes its d
 }
 
 
-def required(schema: dict[str, Any], query: str, other: str, ids: list[str], one: str) -> dict[str, Any]:
-    """A call's required arguments (what it searches or reads), by name."""
+def required(schema: dict[str, Any], query: str, other: str, ids: list[str], one: str,
+             collection: str = "") -> dict[str, Any]:
+    """A call's required arguments (what it searches or reads), by name (fan-out: `collection`)."""
     by_name = {"query": query, "query_list": [query], "batch_query_list": [[query, other]],
-               "question_list": [[query, other]], "collections": [""], "ids": ids, "id": one}
+               "question_list": [[query, other]], "collections": [collection], "ids": ids, "id": one}
     names = schema.get("required", [])
     unknown = [n for n in names if n not in by_name]
     assert not unknown, f"required arguments this test cannot fill: {unknown} (add them to required())"
     return {n: by_name[n] for n in names}
 
 
-def drawn(schema: dict[str, Any], mode: str | None) -> st.SearchStrategy[dict[str, Any]]:
+def drawn(schema: dict[str, Any], mode: str | None, collection: str = "") -> st.SearchStrategy[dict[str, Any]]:
     """Arguments for the tool: its required ones and any of the optional ones OPTIONS knows."""
     props = schema.get("properties", {})
 
@@ -282,17 +350,17 @@ def drawn(schema: dict[str, Any], mode: str | None) -> st.SearchStrategy[dict[st
     def arguments(draw: st.DrawFn) -> dict[str, Any]:
         query, other = draw(st.sampled_from(QUERIES)), draw(st.sampled_from(QUERIES))
         ids = draw(st.lists(st.sampled_from(ID_POOL), min_size=1, max_size=4, unique=True))
-        args = required(schema, query, other, ids, draw(st.sampled_from(ID_POOL)))
+        args = required(schema, query, other, ids, draw(st.sampled_from(ID_POOL)), collection)
         args |= draw(st.fixed_dictionaries({}, optional={k: s for k, s in OPTIONS.items() if k in props}))
         return args | ({"mode": mode} if mode else {})
 
     return arguments()
 
 
-def reaching(schema: dict[str, Any], mode: str | None) -> dict[str, Any]:
+def reaching(schema: dict[str, Any], mode: str | None, collection: str = "") -> dict[str, Any]:
     """The call whose answer holds the planted best match (or, by id, the hidden documents)."""
     props = schema.get("properties", {})
-    args = required(schema, Q, "zebrafinch dawn", ["hb-1", "pub:1", "hs-1"], "pub:0")
+    args = required(schema, Q, "zebrafinch dawn", ["hb-1", "pub:1", "hs-1"], "pub:0", collection)
     return args | {k: v for k, v in (("top_k", 3), ("max_rounds", 1), ("mode", mode)) if k in props and v}
 
 
@@ -316,6 +384,14 @@ def test_a_read_tool_the_registry_gains_fails_here_until_it_has_a_kind() -> None
 
 
 def test_a_hidden_document_is_the_operator_s_best_match_in_every_mode(worlds: Worlds) -> None:
+    operator_s_best_match_is_hidden(worlds)
+
+
+def test_a_hidden_document_is_the_operator_s_best_match_of_a_held_collection_in_every_mode(held_worlds: Worlds) -> None:
+    operator_s_best_match_is_hidden(held_worlds)
+
+
+def operator_s_best_match_is_hidden(worlds: Worlds) -> None:
     modes = modes_of(worlds.schemas["full"]["search"])
     assert set(modes) == {"hybrid", "dense", "bm25", "sparse"}
     first = {m: calls(OPERATOR, [worlds.servers["planted", "full"]], "search", {"query": Q, "mode": m, "top_k": 1})[0]
@@ -326,17 +402,30 @@ def test_a_hidden_document_is_the_operator_s_best_match_in_every_mode(worlds: Wo
 @pytest.mark.parametrize(("profile", "tool", "mode"), CASES)
 def test_a_reader_gets_what_it_would_if_the_hidden_documents_did_not_exist(
         worlds: Worlds, llm: FakeLLM, profile: str, tool: str, mode: str | None) -> None:
+    a_reader_gets_what_it_would_without_them(worlds, llm, profile, tool, mode)
+
+
+@pytest.mark.parametrize(("profile", "tool", "mode"), CASES)
+def test_a_reader_of_a_held_collection_gets_what_it_would_if_the_hidden_documents_did_not_exist(
+        held_worlds: Worlds, llm: FakeLLM, profile: str, tool: str, mode: str | None) -> None:
+    """The same where Milvus holds the documents (full_text on Milvus Lite): the rule's expression in
+    every held search, read and count; BM25 scored over the documents the reader sees (seen.py)."""
+    a_reader_gets_what_it_would_without_them(held_worlds, llm, profile, tool, mode, tol=HELD_TOLERANCE)
+
+
+def a_reader_gets_what_it_would_without_them(worlds: Worlds, llm: FakeLLM, profile: str, tool: str, mode: str | None,
+                                             tol: float = 1e-5) -> None:
     kind = KIND.get(tool)
     assert kind, f"{tool} is a read tool without a KIND here: say what it does with documents"
     schema = worlds.schemas[profile].get(tool)
     if schema is None:
-        assert (profile, tool) in UNSERVED, f"the {profile} server does not list {tool}: give the worlds what it needs"
-        pytest.skip(UNSERVED[profile, tool])
+        assert (profile, tool) in worlds.unserved, f"the {profile} server does not list {tool}: give the worlds what it needs"
+        pytest.skip(worlds.unserved[profile, tool])
     assert mode in modes_of(schema), f"{tool} does not offer mode {mode} here"
     planted, alone = worlds.servers["planted", profile], worlds.servers["alone", profile]
 
     if kind in ("search", "read") or tool == "retriever_graph_search":  # the case reaches the hidden documents
-        args = reaching(schema, mode)
+        args = reaching(schema, mode, worlds.collection)
         (shown,) = calls(OPERATOR, [planted], tool, args)
         assert hidden_in(shown.whole, {}), (tool, args, shown.whole[:500])
     if kind == "list":  # the operator's listing counts them
@@ -347,7 +436,7 @@ def test_a_reader_gets_what_it_would_if_the_hidden_documents_did_not_exist(
     # takes minutes of calls)
     @settings(max_examples=8, derandomize=True, database=None, deadline=None, phases=[Phase.explicit, Phase.generate],
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-    @given(drawn(schema, mode))
+    @given(drawn(schema, mode, worlds.collection))
     def a_reader_s_call(args: dict[str, Any]) -> None:
         sent = len(llm.requests)
         got, want = calls(READER, [planted, alone], tool, args)
@@ -359,7 +448,7 @@ def test_a_reader_gets_what_it_would_if_the_hidden_documents_did_not_exist(
             assert not [t for p in prompts for t in texts if t in p], (tool, args)
         if kind == "refused":
             assert got.error and "security.visibility" in got.whole, (tool, got.whole[:500])
-        where = differs((got.error, got.texts, got.structured), (want.error, want.texts, want.structured))
+        where = differs((got.error, got.texts, got.structured), (want.error, want.texts, want.structured), tol=tol)
         assert where is None, (tool, args, where)
 
     a_reader_s_call()
