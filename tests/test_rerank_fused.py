@@ -8,17 +8,14 @@ before) fails both tests."""
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from retriever.search import rerank
 from retriever.testing.projects import engine_for
 from test_rerank import build_tiny_cross_encoder
-from test_search_once import NOTES, QUERIES
+from test_search_once import QUERIES, local_and_held
 
 DEPTH = 10
 GROUPS = [[QUERIES[0], "photosynthesis glucose chlorophyll"], [QUERIES[1], "tectonic plates faults"],
@@ -28,31 +25,15 @@ MODES = ["dense", "bm25", "hybrid"]
 
 @pytest.fixture(scope="module")
 def sides(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Any, Any, list[str]]]:
-    """Per side (local, held): an engine with the rerank stage, one without, and its two collections'
-    names (the sample corpus, a collection of notes)."""
+    """Per side (local, held: test_search_once.local_and_held): an engine with the rerank stage, one
+    without, and its two collections' names (the sample corpus, a collection of notes)."""
     root = tmp_path_factory.mktemp("fused-rerank")
     ce = build_tiny_cross_encoder(root / "tiny-ce")
     out = []
-    for side in ("local", "held"):
-        shutil.copytree(built_project.parent, root / side)
-        path = root / side / "parameter.yaml"
-        cfg = yaml.safe_load(path.read_text())
-        if side == "held":
-            cfg["index_backend"] = "milvus"
-            cfg["index_backend_configs"]["milvus"] = {"uri": str(root / "milvus.db"), "full_text": True}
-            cfg["collection_name"] = f"fused_{uuid.uuid4().hex[:10]}"
-            path.write_text(yaml.safe_dump(cfg))
-        plain = engine_for(path)
-        plain.init()
-        if side == "held":
-            assert plain.index()["documents"] == 30
-        notes = f"{cfg['collection_name'] or 'c'}_notes"
-        plain.init(collection_name=notes, corpus_path="")
-        plain.add(NOTES)
-        plain.init()
+    for path, plain, names in local_and_held(built_project, root, "fused"):
         reranking = engine_for(path, {"rerank": {"model_name_or_path": str(ce), "depth": DEPTH}})
         reranking.init()
-        out.append((reranking, plain, [cfg["collection_name"], notes]))
+        out.append((reranking, plain, names))
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -23,11 +24,10 @@ NOTES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def engines(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
-    """The sample corpus and a collection of notes, locally and in full_text collections on Milvus Lite;
-    with each engine the names of its two collections."""
-    root = tmp_path_factory.mktemp("once")
+def local_and_held(built_project: Path, root: Path, prefix: str) -> list[tuple[Path, Any, list[str]]]:
+    """The sample corpus and a collection of notes, locally (in `root`/local) and in full_text
+    collections on Milvus Lite (`root`/held, named `prefix`_...): per side its YAML, an engine, and the
+    names of its two collections."""
     out = []
     for side in ("local", "held"):
         shutil.copytree(built_project.parent, root / side)
@@ -36,7 +36,7 @@ def engines(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
         if side == "held":
             cfg["index_backend"] = "milvus"
             cfg["index_backend_configs"]["milvus"] = {"uri": str(root / "milvus.db"), "full_text": True}
-            cfg["collection_name"] = f"once_{uuid.uuid4().hex[:10]}"
+            cfg["collection_name"] = f"{prefix}_{uuid.uuid4().hex[:10]}"
             path.write_text(yaml.safe_dump(cfg))
         e = engine_for(path)
         e.init()
@@ -46,8 +46,14 @@ def engines(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
         e.init(collection_name=notes, corpus_path="")
         e.add(NOTES)
         e.init()
-        out.append((e, [cfg["collection_name"], notes]))
+        out.append((path, e, [cfg["collection_name"], notes]))
     return out
+
+
+@pytest.fixture(scope="module")
+def engines(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
+    """Each side's engine (local_and_held) with the names of its two collections."""
+    return [(e, names) for _, e, names in local_and_held(built_project, tmp_path_factory.mktemp("once"), "once")]
 
 
 def ids(hits) -> list[list[str]]:

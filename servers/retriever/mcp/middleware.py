@@ -23,6 +23,7 @@ from ..api import resources
 from ..api.tool import Tool
 from ..compute import CALLER
 from ..errors import InvalidInputError
+from ..security.http_guard import replay
 from ..security.oauth import insufficient_scope
 from ..security.principals import PRINCIPAL
 from . import tasks
@@ -105,7 +106,7 @@ class ScopeChallenge:
         messages = await _read(receive)
         refused = await self._refused(b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request"))
         if refused is None:
-            await self.app(scope, _replay(messages, receive), send)
+            await self.app(scope, replay(messages, receive), send)
             return
         rid, needed, why = refused
         header = insufficient_scope(self.gate.engine.base_config.security.http.oauth, needed)
@@ -141,15 +142,6 @@ async def _read(receive: Receive) -> list[MutableMapping[str, Any]]:
         if message["type"] != "http.request" or not message.get("more_body", False):
             return messages
 
-
-def _replay(messages: list[MutableMapping[str, Any]], receive: Receive) -> Receive:
-    """`messages` first, then the connection's own (a disconnect after the body)."""
-    pending = list(messages)
-
-    async def replay() -> MutableMapping[str, Any]:
-        return pending.pop(0) if pending else await receive()
-
-    return replay
 
 def _owner(ctx: Any) -> str:
     """Whose tasks: the caller a token tells apart (compute.CALLER), else the MCP session."""

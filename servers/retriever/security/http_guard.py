@@ -132,7 +132,7 @@ class HTTPGuard:
             return
         if caller is not None and scope.get("method") in ("GET", "POST") and SESSION_HEADER not in headers:
             send = self._remember_session(caller, send)
-        await self.app(scope, self._bounded(_replay(messages, receive), send), send)
+        await self.app(scope, self._bounded(replay(messages, receive), send), send)
         if scope.get("method") == "DELETE" and SESSION_HEADER in headers:
             self.sessions.pop(headers[SESSION_HEADER], None)  # closed by its own token
 
@@ -224,7 +224,7 @@ class HTTPGuard:
         return bounded
 
 
-def _replay(messages: list[MutableMapping[str, Any]], receive: Receive) -> Receive:
+def replay(messages: list[MutableMapping[str, Any]], receive: Receive) -> Receive:
     """`messages` first, then the connection's own (a disconnect after the body)."""
     pending = list(messages)
 
