@@ -83,26 +83,27 @@ def refusal(principal: Principal, tool: Tool, engine: Retriever, request: Reques
 
 def access_refusal(principal: Principal, what: str, scope: str, engine: Retriever, request: Request) -> str | None:
     """Why `principal` may not make a request of `what` (needing `scope`) on the collections it acts on."""
-    why = needs(principal, what, scope)
-    if why is not None:
-        return why
-    act = action(scope)
-    denied = [c for c in collections_of(engine, request) if not principal.may(act, c)]
-    if denied:
-        return f"{what}: {principal.name} may not {act} the collection {denied[0]!r} (security.http: its {act} grants)"
-    return unseeing(principal, what, engine)
+    return (_granted(principal, what, scope, collections_of(engine, request))
+            or unseeing(principal, what, engine))
 
 
 def read_refusal(principal: Principal, what: str, engine: Retriever) -> str | None:
     """Why `principal` may not read the session's documents by `what` (resources/read of
     retriever://documents/<id>, which reads the session's collection): the `read` scope and a read grant
     on that collection, as a read tool's call of it needs (None: it may)."""
-    why = needs(principal, what, "read")
+    return _granted(principal, what, "read", [_label(engine.config.collection_name)])
+
+
+def _granted(principal: Principal, what: str, scope: str, collections: list[str]) -> str | None:
+    """Why `principal` may not do `what` (needing `scope`) on `collections`: the scope, then each
+    collection's grant, by name (None: it may)."""
+    why = needs(principal, what, scope)
     if why is not None:
         return why
-    collection = _label(engine.config.collection_name)
-    if not principal.may("read", collection):
-        return f"{what}: {principal.name} may not read the collection {collection!r} (security.http: its read grants)"
+    act = action(scope)
+    denied = [c for c in collections if not principal.may(act, c)]
+    if denied:
+        return f"{what}: {principal.name} may not {act} the collection {denied[0]!r} (security.http: its {act} grants)"
     return None
 
 

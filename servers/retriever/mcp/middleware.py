@@ -7,7 +7,6 @@ serve_tasks."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from ..api import resources
 from ..api.tool import Tool
 from ..compute import CALLER
 from ..errors import InvalidInputError
-from ..security.http_guard import replay
+from ..security.http_guard import parsed, read_body, replay
 from ..security.oauth import insufficient_scope
 from ..security.principals import PRINCIPAL
 from . import tasks
@@ -81,7 +80,6 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 INVALID_REQUEST = -32600  # JSON-RPC's code in the body of the 403 (MCP names none for it)
-INLINE_BODY = 64 * 1024  # bytes of a body parsed on the event loop; a larger one is parsed on a thread
 
 
 class ScopeChallenge:
@@ -103,7 +101,7 @@ class ScopeChallenge:
         if scope["type"] != "http" or scope.get("method") != "POST" or self.needed <= PRINCIPAL.get().scopes:
             await self.app(scope, receive, send)
             return
-        messages = await _read(receive)
+        messages = await read_body(receive) or []  # the guard has read it whole and bounded it: a replay
         refused = await self._refused(b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request"))
         if refused is None:
             await self.app(scope, replay(messages, receive), send)
@@ -121,7 +119,7 @@ class ScopeChallenge:
         if b"tools/call" not in body:
             return None
         try:
-            message = json.loads(body) if len(body) <= INLINE_BODY else await asyncio.to_thread(json.loads, body)
+            message = await parsed(body, json.loads)
         except (ValueError, RecursionError):
             return None  # the transport answers what it cannot read
         if not isinstance(message, dict) or message.get("method") != "tools/call":
@@ -131,16 +129,6 @@ class ScopeChallenge:
             return None
         refused = self.gate.scope_refusal(params["name"], params.get("arguments") or {})
         return None if refused is None else (message.get("id"), *refused)
-
-
-async def _read(receive: Receive) -> list[MutableMapping[str, Any]]:
-    """The messages of a request's body (the HTTP guard has read it whole and bounded it: a replay)."""
-    messages = []
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request" or not message.get("more_body", False):
-            return messages
 
 
 def _owner(ctx: Any) -> str:

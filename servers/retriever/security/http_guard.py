@@ -22,7 +22,7 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.middleware import Middleware
 
@@ -31,6 +31,8 @@ from ..config import Config
 from ..errors import ConfigError
 from .auth import Access, Denied
 from .principals import PRINCIPAL, Principal
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 Scope = MutableMapping[str, Any]
@@ -118,7 +120,7 @@ class HTTPGuard:
             return
         limit = self._limit(scope.get("path", ""))
         try:  # the whole body, here: within the bound in bytes and in time, before the app waits on it
-            messages = await asyncio.wait_for(self._read_body(receive, limit), self.body_timeout)
+            messages = await asyncio.wait_for(read_body(receive, limit), self.body_timeout)
         except TimeoutError:
             await _refuse(send, 408, f"request body not received within {self.body_timeout} s "
                                      "(security.http.body_timeout)")
@@ -194,21 +196,6 @@ class HTTPGuard:
 
         return noting
 
-    async def _read_body(self, receive: Receive, limit: int) -> list[MutableMapping[str, Any]] | None:
-        """The messages of a request's body, read whole; None once it passes `limit` bytes (the app
-        never sees it, so the client gets 413, not the app's error)."""
-        messages, seen = [], 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":  # a disconnect: the app hears it in turn
-                return messages
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                return None
-            if not message.get("more_body", False):
-                return messages
-
     def _bounded(self, receive: Receive, send: Send) -> Receive:
         seen = 0
 
@@ -222,6 +209,31 @@ class HTTPGuard:
             return message
 
         return bounded
+
+
+async def read_body(receive: Receive, limit: int | None = None) -> list[MutableMapping[str, Any]] | None:
+    """The messages of a request's body, read whole; None once it passes `limit` bytes (the guard's:
+    the app never sees it, so the client gets 413, not the app's error)."""
+    messages, seen = [], 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":  # a disconnect: the app hears it in turn
+            return messages
+        seen += len(message.get("body", b""))
+        if limit is not None and seen > limit:
+            return None
+        if not message.get("more_body", False):
+            return messages
+
+
+INLINE_BODY = 64 * 1024  # bytes of a body parsed on the event loop; a larger one is parsed on a thread
+
+
+async def parsed(body: bytes, parse: Callable[[bytes], T]) -> T:
+    """`parse(body)`: on the event loop for a small body, on a thread for a large one (a filter of
+    100,000 values is megabytes), so other callers' requests go on meanwhile."""
+    return parse(body) if len(body) <= INLINE_BODY else await asyncio.to_thread(parse, body)
 
 
 def replay(messages: list[MutableMapping[str, Any]], receive: Receive) -> Receive:

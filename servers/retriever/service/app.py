@@ -50,7 +50,7 @@ from ..errors import (
     RetrieverError,
 )
 from ..security.guard import for_client
-from ..security.http_guard import front_door
+from ..security.http_guard import front_door, parsed
 from ..security.oauth import insufficient_scope
 from ..security.principals import PRINCIPAL
 from .batcher import Batcher, Job, QueueFull
@@ -212,16 +212,9 @@ def _answer(service: Service, route: str, handler: Handler) -> Handler:
     return endpoint
 
 
-INLINE_BODY = 64 * 1024  # bytes of a body read on the event loop; a larger one is read on a thread
-
-
 async def _request(http: HTTPRequest, model: type[Any]) -> Any:
-    """The body as `model`: a large body (a filter of 100,000 values is megabytes) is parsed and
-    validated on a thread, so other callers' requests go on meanwhile."""
-    body = await http.body()
-    if len(body) <= INLINE_BODY:
-        return model.model_validate(_json(body))
-    return await asyncio.to_thread(lambda: model.model_validate(_json(body)))
+    """The body as `model`, parsed and validated on a thread where it is large (http_guard.parsed)."""
+    return await parsed(await http.body(), lambda body: model.model_validate(_json(body)))
 
 
 def _json(body: bytes) -> Any:
@@ -295,7 +288,7 @@ def build_app(engine: Retriever, host: str, port: int, mcp_app: Any = None) -> S
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        service.batcher = Batcher(engine, service.settings, service.metrics, lambda: service.requests)
+        service.batcher = Batcher(engine, service.settings, service.metrics, lambda: service.requests <= 1)
         worker = asyncio.create_task(service.batcher.run())
         loading = asyncio.create_task(service.start())
         async with contextlib.AsyncExitStack() as stack:

@@ -82,9 +82,9 @@ def merge_key(request: Request) -> str | None:
 
 class Batcher:
     def __init__(self, engine: Retriever, settings: DeployConfig, metrics: Metrics,
-                 requests: Callable[[], int] = lambda: 2) -> None:
+                 alone: Callable[[], bool] = lambda: False) -> None:
         self.engine = engine
-        self.requests = requests  # HTTP requests inside the service now, this one's included (app.py)
+        self.alone = alone  # whether the request served now is the only one inside the service (app.py)
         self.max_batch = min(settings.max_batch, engine.base_config.limits.max_queries)
         self.max_wait = settings.max_wait_ms / 1000
         self.max_queue = settings.max_queue
@@ -179,7 +179,7 @@ class Batcher:
         0.1 ms here (bench/LEAN.md call-overhead)."""
         first = jobs[0]
         if first.key is not None and len(first.queries) <= self.max_batch:
-            if len(jobs) == 1 and self.requests() <= 1 and quick(self.engine, first.request):
+            if len(jobs) == 1 and self.alone() and quick(self.engine, first.request):
                 with compute.here() as here:
                     if here:
                         return ctx.run(compute.whole(self._serve), jobs)
