@@ -243,14 +243,16 @@ class SharedLock:
     @contextmanager
     def reading(self) -> Iterator[None]:
         with self._cond:
-            self._cond.wait_for(lambda: not self._writing and not self._waiting)
+            if self._writing or self._waiting:
+                self._cond.wait_for(lambda: not self._writing and not self._waiting)
             self._readers += 1
         try:
             yield
         finally:
             with self._cond:
                 self._readers -= 1
-                self._cond.notify_all()
+                if not self._readers and self._waiting:  # the last reader out lets a waiting writer in
+                    self._cond.notify_all()
 
     @contextmanager
     def writing(self) -> Iterator[None]:

@@ -26,6 +26,11 @@ class Hit:
     sources: dict[str, tuple[int, float] | None] | None = None  # retriever -> (rank, score)
     collection: str | None = None  # set by a fan-out search: the collection the hit came from
 
+    def rescored(self, score: float) -> Hit:
+        """This hit with another score (dataclasses.replace's result, a third of its time: every hit
+        of a scaled search goes through it)."""
+        return Hit(self.row, self.id, self.text, score, self.metadata, self.sources, self.collection)
+
 
 Hits = list[list[Hit]]  # per query, its hits best first
 Payload = dict[str, Any]  # a tool's reply, as JSON

@@ -86,7 +86,7 @@ def as_kind(r: SearchRequest) -> BM25SearchRequest:
     or narrower: top_k, window, offset; the same types: query, filters, collection; finite numbers),
     the two constants are valid, and every other field takes its default (tests/test_one_validation.py
     re-validates what this builds)."""
-    return SEARCH_REQUESTS[r.mode].model_construct(
+    return SEARCH_REQUESTS[r.mode].built(
         query_list=r.query, top_k=r.top_k, filters=r.filters, window=r.window, offset=r.offset,
         collection_name=r.collection, scale_score=True, return_metadata=True)
 

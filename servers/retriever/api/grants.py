@@ -32,13 +32,13 @@ def collections_of(engine: Retriever, request: Request) -> list[str]:
     """The collections a request acts on, by name (`default`: the default collection): those it names
     (collection_name, collection, collections; UltraRAG's project memory: user_<id>), else the session's
     (the one retriever_init opened, the YAML's until then)."""
-    named = getattr(request, "collections", None)
+    named = request.given("collections")
     if isinstance(named, list):
         return [_label(c) for c in named]
-    if hasattr(request, "current_user_id"):
-        return [f"user_{request.current_user_id}"]
+    if "current_user_id" in request.__dict__:
+        return [f"user_{request.given('current_user_id')}"]
     for key in COLLECTION_FIELDS:
-        value = getattr(request, key, None)
+        value = request.given(key)
         if isinstance(value, str):
             return [_label(value)]
     return [_label(engine.config.collection_name)]
@@ -83,6 +83,8 @@ def refusal(principal: Principal, tool: Tool, engine: Retriever, request: Reques
 
 def access_refusal(principal: Principal, what: str, scope: str, engine: Retriever, request: Request) -> str | None:
     """Why `principal` may not make a request of `what` (needing `scope`) on the collections it acts on."""
+    if principal.unrestricted:  # every scope on every collection, and every document seen (the operator)
+        return None
     return (_granted(principal, what, scope, collections_of(engine, request))
             or unseeing(principal, what, engine))
 

@@ -53,12 +53,12 @@ def quick(engine: Retriever, r: Request) -> bool:
     collection, whose embedder and indexes are in this process (`sentence_transformers`, FAISS and
     bm25s: no server to wait on), with no rerank stage and no LLM. Anything else, or a collection
     not yet opened, goes to the compute thread as before, and the loop goes on meanwhile."""
-    query = getattr(r, "query_list", getattr(r, "query", None))
+    query = r.given("query_list", r.given("query"))
     cfg = engine.config
-    top_k = getattr(r, "top_k", None)
+    top_k = r.given("top_k")
     return (engine.session is not None and (isinstance(query, str) or isinstance(query, list) and len(query) == 1)
-            and getattr(r, "filters", None) is None and getattr(r, "llm_rerank", None) is None
-            and (cfg.top_k if top_k is None else top_k) + (getattr(r, "offset", 0) or 0) <= QUICK_K
-            and getattr(r, "collection_name", getattr(r, "collection", None)) in (None, cfg.collection_name)
+            and r.given("filters") is None and r.given("llm_rerank") is None
+            and (cfg.top_k if top_k is None else top_k) + (r.given("offset", 0) or 0) <= QUICK_K
+            and r.given("collection_name", r.given("collection")) in (None, cfg.collection_name)
             and cfg.backend in ("sentence_transformers", "bm25") and cfg.index_backend == "faiss"
             and cfg.rerank.url is None and cfg.rerank.model_name_or_path is None)

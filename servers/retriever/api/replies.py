@@ -42,7 +42,7 @@ def fit(lists: list[list[Hit]], max_bytes: int, with_text: bool, with_meta: bool
     """How many hits of each list to keep so the reply stays under `max_bytes` (0: all): rank 1 of
     every list first, then rank 2, ..., so every query keeps its best hits. And whether any was cut."""
     keep = [len(hits) for hits in lists]
-    if not max_bytes:
+    if not max_bytes or _bound(lists, with_text, with_meta) <= max_bytes:
         return keep, False
     keep = [0] * len(lists)
     used = 0
@@ -56,6 +56,16 @@ def fit(lists: list[list[Hit]], max_bytes: int, with_text: bool, with_meta: bool
                     return keep, True
                 keep[i] += 1
     return keep, False
+
+
+def _bound(lists: list[list[Hit]], with_text: bool, with_meta: bool) -> float:
+    """At least what `fit` adds up over every hit, in one serialisation instead of one per part: the
+    parts' JSON side by side in a list is their sizes' sum plus separators (inf: not measured so)."""
+    parts = [[h.id, h.text if with_text else "", h.metadata if with_meta else None] for hits in lists for h in hits]
+    try:
+        return HIT_OVERHEAD * len(parts) + len(to_json(parts, inf_nan_mode="null"))
+    except PydanticSerializationError:  # a lone surrogate: `fit` measures each part as json_bytes writes it
+        return math.inf
 
 
 def _size(value: Any) -> int:
@@ -205,6 +215,17 @@ def reply(payload: dict[str, Any], structured: bool = False) -> tuple[str, dict[
     always where the tool declares an output schema (`structured`: MCP's structured output)."""
     text = json_bytes(payload).decode()
     return text, payload if structured or len(text) <= TEXT_COPY_LIMIT else None
+
+
+def reply_bytes(payload: dict[str, Any], structured: bool = False) -> bytes:
+    """MCP's tool result of `reply(payload, structured)` as JSON (mcp/core.py tool_result's keys, in
+    its order), the payload serialised once: its bytes are the structured content as they are, and
+    the text is them as a JSON string. A reply written as one dict serialises the payload twice."""
+    data = json_bytes(payload)
+    text = data.decode()
+    copy = structured or len(text) <= TEXT_COPY_LIMIT
+    return (b'{"content":[{"type":"text","text":' + json_bytes(text) + b'}],"isError":false'
+            + (b',"structuredContent":' + data if copy else b"") + b"}")
 
 
 @dataclass(frozen=True)

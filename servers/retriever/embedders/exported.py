@@ -223,6 +223,8 @@ class ExportedEmbedder(LocalEmbedder):
         if prompt:
             texts = [prompt + t for t in texts]
         rows = self._tokenizer(texts)
+        if len(rows) == 1:  # a query: one batch, nothing to order
+            return np.asarray(self._session(self._feeds(rows)), dtype=np.float32)
         order = np.argsort([len(r) for r in rows], kind="stable")
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         start = 0

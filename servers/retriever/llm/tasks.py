@@ -4,7 +4,7 @@ empty or invented list."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidInputError, LLMError
@@ -119,7 +119,7 @@ def pointwise(llm: ChatClient, query: str, hits: Ranked, batch_size: int) -> Ran
         if len(scores) != len(batch) or not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores):
             raise LLMError(f"pointwise rerank: expected {len(batch)} numbers, got {str(scores)[:200]}")
         scored += [(float(s), len(scored) + i, h) for i, (s, h) in enumerate(zip(scores, batch))]
-    return [replace(h, score=s) for s, _, h in sorted(scored, key=lambda t: (-t[0], t[1]))]
+    return [h.rescored(s) for s, _, h in sorted(scored, key=lambda t: (-t[0], t[1]))]
 
 
 RERANKERS = {"listwise": listwise, "pointwise": pointwise}

@@ -68,7 +68,7 @@ def tool_function(name: str, model: type[Request], serve: Callable[[Request], Aw
     """An async function whose keyword parameters are `model`'s fields (with their descriptions,
     defaults and ranges), so FastMCP's input schema is the model's. Its caller validates the arguments
     by that signature (FastMCP's adapter, or Gate.request's), the one validation of a call: the body
-    builds the model from them without validating them again (model_construct: each field's type,
+    builds the model from them without validating them again (Request.built, model_construct's result: each field's type,
     range and validators have run; `extra="forbid"` is the signature's refusal of an unknown
     argument), runs the model's one check across values (Request.check_finite) and serves it
     (tests/test_one_validation.py: it equals the model's own validation). No docstring: the
@@ -81,7 +81,7 @@ def tool_function(name: str, model: type[Request], serve: Callable[[Request], Aw
               for n, f in fields]
 
     async def tool(**arguments: Any) -> T:
-        return await serve(model.model_construct(**arguments).check_finite())
+        return await serve(model.built(**arguments).check_finite())
 
     tool.__name__ = tool.__qualname__ = name
     tool.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
@@ -206,7 +206,7 @@ def _as_call(name: str, fn: Callable[..., T], args: tuple[Any, ...], cancel: thr
 
 def _queries(request: Request) -> int:
     """How many queries a search request holds (`query_list`, or the agent's `query`)."""
-    queries = getattr(request, "query_list", getattr(request, "query", None))
+    queries = request.given("query_list", request.given("query"))
     return 1 if isinstance(queries, str) else len(queries or ())
 
 

@@ -33,7 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .. import package_version
 from ..api import resources
 from ..api.registry import instructions
-from ..api.replies import json_bytes, reply
+from ..api.replies import json_bytes, reply, reply_bytes
 from ..api.tool import Tool
 from ..errors import RetrieverError
 from ..security.limits import cancelled
@@ -81,9 +81,12 @@ class StdioServer:
 
     def send(self, message: dict[str, Any]) -> None:
         """Write one message (from the event loop, or from the thread a call ran on)."""
+        self.write(json_bytes(message) + b"\n")
+
+    def write(self, text: bytes) -> None:
+        """Write one message's line, already JSON (from the event loop, or a call's thread)."""
         if self.closed:
             return
-        text = json_bytes(message) + b"\n"
         with self.writing:
             try:
                 self.out.write(text)
@@ -263,10 +266,15 @@ class StdioServer:
     def answered(self, rid: Any, tool: Tool, payload: dict[str, Any], modern: bool = False) -> None:
         """Write a call's answer where the call ran: the client has it without waiting for the
         event loop to wake (0.1 ms and more here). A call cancelled meanwhile gets none."""
-        if not cancelled():
+        if cancelled():
+            return
+        if modern:
             text, structured = reply(payload, tool.output_schema is not None)
-            result = _tool_result(text, structured=structured)
-            self.send({"jsonrpc": "2.0", "id": rid, "result": stamped(result, "tools/call") if modern else result})
+            self.send({"jsonrpc": "2.0", "id": rid, "result": stamped(_tool_result(text, structured=structured),
+                                                                       "tools/call")})
+            return
+        self.write(b'{"jsonrpc":"2.0","id":' + json_bytes(rid) + b',"result":'
+                   + reply_bytes(payload, tool.output_schema is not None) + b"}\n")
 
     def progress(self, token: str | int) -> Callable[[int, int, str], None]:
         """notifications/progress for `token`, written from the thread the call runs on."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 
 from ..errors import InvalidInputError
 from ..types import Hits
@@ -15,7 +14,7 @@ Stage = Callable[[Hits], Hits]
 
 def scale(fn: Callable[[float], float]) -> Stage:
     """Every score mapped by `fn` (to 0..1, per retriever kind)."""
-    return lambda hits: [[replace(h, score=fn(h.score)) for h in q] for q in hits]
+    return lambda hits: [[h.rescored(fn(h.score)) for h in q] for q in hits]
 
 
 def threshold(minimum: float) -> Stage:

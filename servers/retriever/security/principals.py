@@ -62,10 +62,11 @@ class Principal:
     @property
     def unrestricted(self) -> bool:
         """Every scope on every collection: the operator, or a plain token of the old kind."""
-        return self.scopes == frozenset(SCOPES) and self.read == ("*",) and self.write == ("*",)
+        return self.scopes == ALL_SCOPES and self.read == ("*",) and self.write == ("*",)
 
 
-OPERATOR = Principal("operator", frozenset(SCOPES), source="operator")
+ALL_SCOPES = frozenset(SCOPES)
+OPERATOR = Principal("operator", ALL_SCOPES, source="operator")
 # The caller of the request being served (security/http_guard.py sets it); the operator where none did.
 PRINCIPAL: ContextVar[Principal] = ContextVar("retriever_principal", default=OPERATOR)
 
