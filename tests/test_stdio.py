@@ -375,3 +375,53 @@ def test_a_child_forked_while_the_compute_lock_is_held_exits() -> None:
     to run at exit) waited on it for ever; the server, waiting on its child, never exited."""
     out = subprocess.run([sys.executable, "-c", FORK_WHILE_HELD], capture_output=True, text=True, timeout=60)
     assert "child exit 0" in out.stdout, (out.stdout, out.stderr[-2000:])
+
+
+def test_a_quick_search_is_answered_as_its_line_arrives(built_project: Path) -> None:
+    """A quick search is served in `dispatch` itself (mcp/core.py serve_here): its answer is written
+    before dispatch returns, with no task made for it. A search that is not quick (a filter) goes
+    on a task, validated once (its request handed over, not validated again); a search whose
+    arguments do not validate is answered in dispatch too."""
+    from retriever.mcp.core import served_tools
+    from retriever.mcp.stdio import StdioServer
+
+    engine = engine_for(built_project)
+    engine.init()
+
+    class Out:
+        def __init__(self) -> None:
+            self.written: list[dict[str, Any]] = []
+
+        def write(self, data: bytes) -> int:
+            self.written += [json.loads(line) for line in data.splitlines()]
+            return len(data)
+
+        def flush(self) -> None:
+            pass
+
+    out = Out()
+    server = StdioServer(engine, served_tools(engine, profile="agent"), out)  # type: ignore[arg-type]
+    validated: list[str] = []
+    request_now = server.gate.request_now
+    server.gate.request_now = lambda tool, arguments: validated.append(tool.name) or request_now(tool, arguments)  # type: ignore[method-assign]
+
+    def line(rid: int, arguments: dict[str, Any], name: str = "search") -> bytes:
+        return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                           "params": {"name": name, "arguments": arguments}}).encode()
+
+    async def run() -> None:
+        server.dispatch(line(1, {"query": Q, "top_k": 1, "mode": "dense"}))
+        assert [m["id"] for m in out.written] == [1] and not server.running  # answered, no task
+        server.dispatch(line(2, {"query": Q, "top_k": 0}))  # top_k below its range
+        assert [m["id"] for m in out.written] == [1, 2] and not server.running
+        server.dispatch(line(3, {"query": Q, "top_k": 1, "mode": "dense",
+                                 "filters": {"field": "id", "operator": "==", "value": "doc11"}}))
+        assert list(server.running) == [3] and len(out.written) == 2  # not quick: on a task
+        await asyncio.gather(*server.running.values())
+
+    asyncio.run(run())
+    quick, invalid, filtered = out.written
+    assert quick["result"]["structuredContent"]["results"][0]["hits"][0]["id"] == "doc11"
+    assert invalid["result"]["isError"] and "top_k" in invalid["result"]["content"][0]["text"]
+    assert filtered["result"]["structuredContent"]["results"][0]["hits"][0]["id"] == "doc11"
+    assert validated == ["search", "search", "search"]  # once each: quick, invalid, filtered (not twice)

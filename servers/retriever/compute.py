@@ -145,7 +145,13 @@ class Turns(Executor):
 
 _here = threading.local()  # `on`: this thread is in the compute thread's place (Turns.here)
 _executor = Turns()
-_holding = threading.Event()  # set while a whole call runs on the compute thread
+class _Flag:
+    """A flag one thread sets and others read: a bool (no lock, nothing woken, as an Event's set has)."""
+
+    on = False
+
+
+_holding = _Flag()  # on while a whole call runs on the compute thread
 # as concurrent.futures' own executors: the work queued finishes before the interpreter exits
 getattr(threading, "_register_atexit", lambda f: None)(_executor.shutdown)
 
@@ -155,9 +161,8 @@ def _forked() -> None:
     telemetry forks at import) copies the locks as they were, perhaps held by the compute thread,
     which the child has not got: its exit (the shutdown above) waited on that lock for ever, and
     the parent waiting on the child with it. The child starts with its own."""
-    global _holding
     _executor._fresh()
-    _holding = threading.Event()
+    _holding.on = False
 
 
 os.register_at_fork(after_in_child=_forked)
@@ -183,11 +188,11 @@ def whole(fn: Callable[..., T]) -> Callable[..., T]:
     """`fn` as a whole call on the compute thread (run through `executor()`): while it runs, work
     sent here by other threads may be taken back by them (see the module doc)."""
     def call(*args: object) -> T:
-        _holding.set()
+        _holding.on = True
         try:
             return fn(*args)
         finally:
-            _holding.clear()
+            _holding.on = False
 
     return call
 
@@ -211,7 +216,7 @@ class Pending(Generic[T]):
             try:
                 return self._future.result(timeout=PATIENCE)
             except TimeoutError:
-                if _holding.is_set() and self._future.cancel():  # not started, behind a whole call
+                if _holding.on and self._future.cancel():  # not started, behind a whole call
                     return self._fn(*self._args)
 
 

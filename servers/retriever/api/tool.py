@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .models import Request
@@ -57,9 +59,14 @@ class Tool:
     compute: bool = False  # a search on the encoder and the index: a small call runs on the compute thread
     long: bool = False  # runs long (a folder, a whole corpus): a client may run it as an MCP task (mcp/tasks.py)
 
-    @property
+    @cached_property
     def scope(self) -> str:
         return scope_of(self.effects)
+
+    @cached_property
+    def asynchronous(self) -> bool:
+        """Whether `call` is a coroutine function (the web tools), asked once, not on every call."""
+        return inspect.iscoroutinefunction(self.call)
 
     @property
     def writes(self) -> bool:

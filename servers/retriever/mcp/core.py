@@ -107,6 +107,32 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request,
     needs the tool's scope and a grant on each collection the call acts on (api/grants.py); each
     write is audited, refused, failed or done (one whose arguments do not validate never gets here: the
     gate audits it, Gate.invalid)."""
+    with _served(engine, tool, request, then) as (request, noted):
+        return await _serve_call(engine, tool, request, noted, progress, at_once)
+
+
+def serve_here(engine: Retriever, tool: Tool, request: Request, then: Callable[[dict[str, Any]], Any]) -> bool:
+    """`serve_call(engine, tool, request, then, at_once=True)` of a quick search (api/hits.py quick), on this
+    thread without awaiting anything, where the compute thread is idle (compute.here): the stdio server
+    serves it as the line arrives, without a task and a turn of the event loop first. False, and nothing
+    done: not such a call, or not now (serve_call serves it)."""
+    if (engine.ultrarag or not tool.compute or tool.asynchronous or _queries(request) > CHUNK
+            or request.given("llm_rerank") is not None or not quick(engine, request)):
+        return False
+    with compute.here() as here:
+        if not here:
+            return False
+        with _served(engine, tool, request, then) as (request, noted):
+            run_here(tool.name, compute.whole(lambda *args: noted(tool.call(*args))), engine, request)
+    return True
+
+
+@contextlib.contextmanager
+def _served(engine: Retriever, tool: Tool, request: Request,
+            then: Callable[[dict[str, Any]], T] | None) -> Iterator[tuple[Request, Callable[[dict[str, Any]], Any]]]:
+    """What serve_call does around the work: the caller's grants (refused, audited), its calls in flight,
+    and the audit of the outcome. Yields the request (UltraRAG's adapted) and what the reply goes
+    through (`noted`: a listing of collections cut to those the caller may read, then `then`)."""
     reached = REACHED.get()
     if reached is not None:
         reached.append(tool.name)
@@ -126,12 +152,11 @@ async def serve_call(engine: Retriever, tool: Tool, request: Request,
 
     try:
         with _in_flight(engine.base_config.limits.max_calls_per_caller):
-            out = await _serve_call(engine, tool, request, noted, progress, at_once)
+            yield request, noted
     except BaseException as e:
         grants.audit(principal, tool, engine, request, "cancelled" if isinstance(e, asyncio.CancelledError) else "failed")
         raise
     grants.audit(principal, tool, engine, request, "done", replies[0] if replies else None)
-    return out
 
 
 @contextlib.contextmanager
@@ -162,7 +187,7 @@ _CALLS_LOCK = threading.Lock()
 
 async def _serve_call(engine: Retriever, tool: Tool, request: Request, then: Callable[[dict[str, Any]], T] | None,
                       progress: Report | None, at_once: bool) -> Any:
-    if inspect.iscoroutinefunction(tool.call):
+    if tool.asynchronous:
         FROM_CLIENT.set(True)
         payload = await tool.call(engine, request)
         return payload if then is None else then(payload)
@@ -175,6 +200,18 @@ async def _serve_call(engine: Retriever, tool: Tool, request: Request, then: Cal
                     return run_here(tool.name, compute.whole(call), engine, request)
         return await run(tool.name, compute.whole(call), engine, request, executor=compute.executor())
     return await run(tool.name, call, engine, request, progress=progress)
+
+
+def _done(work: Awaitable[T]) -> T:
+    """The value of a coroutine that completes without waiting on anything (the tool function's body
+    around `validated`: the request built and returned), run to its end here."""
+    coro = work.__await__()
+    try:
+        coro.send(None)
+    except StopIteration as e:
+        return e.value
+    coro.close()
+    raise RuntimeError("a validation waited on something")
 
 
 def run_here(name: str, fn: Callable[..., T], /, *args: Any) -> T:
@@ -240,6 +277,10 @@ class Gate:
         self._validators: dict[str, TypeAdapter[Any]] = {}
 
     async def request(self, tool: Tool, arguments: dict[str, Any]) -> Request:
+        """`request_now`, awaitable."""
+        return self.request_now(tool, arguments)
+
+    def request_now(self, tool: Tool, arguments: dict[str, Any]) -> Request:
         """The tool's arguments checked as FastMCP checks them (the same signature, tool_function)
         into its request: the call's one validation. A write whose arguments do not validate is audited."""
         if tool.name not in self._validators:
@@ -248,7 +289,7 @@ class Gate:
 
             self._validators[tool.name] = TypeAdapter(tool_function(tool.name, tool.request, validated))  # type: ignore[arg-type]
         try:
-            return await self._validators[tool.name].validate_python(arguments)
+            return _done(self._validators[tool.name].validate_python(arguments))
         except (ValidationError, InvalidInputError):  # the signature's refusal, or NaN (Request.check_finite)
             self.invalid(tool.name, arguments)
             raise

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 class Lines:
@@ -51,10 +51,11 @@ def read_lines(fd: int) -> Iterator[bytes]:
     yield from lines.rest()
 
 
-def read_on_loop(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]) -> bool:
+def read_on_loop(loop: asyncio.AbstractEventLoop, take: Callable[[bytes | None], None]) -> bool:
     """Read stdin on the event loop when it becomes readable (a pipe, a socket, a terminal): a
     message then wakes the loop alone, not a reading thread that wakes the loop in turn (one
-    hand-off less per call). False where the loop cannot watch it (a regular file, /dev/null)."""
+    hand-off less per call). Each line goes to `take` as it is read, then None at the end. False
+    where the loop cannot watch it (a regular file, /dev/null)."""
     got = Lines()
 
     def readable() -> None:
@@ -63,7 +64,7 @@ def read_on_loop(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | N
         except OSError:
             chunk = b""
         for line in got.feed(chunk) if chunk else [*got.rest(), None]:
-            lines.put_nowait(line)
+            take(line)
         if not chunk:
             loop.remove_reader(0)
 
@@ -74,13 +75,14 @@ def read_on_loop(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | N
     return True
 
 
-def read_on_thread(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]) -> None:
+def read_on_thread(loop: asyncio.AbstractEventLoop, take: Callable[[bytes | None], None]) -> None:
+    """Read stdin on a thread of its own, each line given to `take` on the loop, then None."""
     def read() -> None:
         try:
             for line in read_lines(0):
-                loop.call_soon_threadsafe(lines.put_nowait, line)
+                loop.call_soon_threadsafe(take, line)
         finally:
-            loop.call_soon_threadsafe(lines.put_nowait, None)
+            loop.call_soon_threadsafe(take, None)
 
     threading.Thread(target=read, name="stdin", daemon=True).start()
 

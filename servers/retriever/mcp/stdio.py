@@ -34,11 +34,12 @@ from .. import package_version
 from ..api import resources
 from ..api.registry import instructions
 from ..api.replies import json_bytes, reply, reply_bytes
+from ..api.request import Request
 from ..api.tool import Tool
 from ..errors import RetrieverError
 from ..security.limits import cancelled
 from . import definitions, tasks
-from .core import Gate, serve_call
+from .core import Gate, serve_call, serve_here
 from .core import tool_result as _tool_result
 from .eras import MODERN, modern_version, stamped, unsupported
 from .stdin import Lines as Lines  # re-exported (bench/call_spans.py marks its feed)
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from ..engine.retriever import Retriever
 
 log = logging.getLogger("retriever.mcp")
+Prepared = tuple[Tool, Request]  # a call's tool and its request, checked and validated (StdioServer.prepare)
 
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # the initialize handshake's revisions
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
@@ -78,6 +80,7 @@ class StdioServer:
         self.version: str | None = None  # the revision the initialize handshake agreed
         self.closed = False
         self.writing = threading.Lock()  # a call's thread writes its answer itself (answered)
+        self.ended: asyncio.Future[None]  # set by `serve`'s caller: resolved when stdin ends (take)
 
     def send(self, message: dict[str, Any]) -> None:
         """Write one message (from the event loop, or from the thread a call ran on)."""
@@ -95,6 +98,23 @@ class StdioServer:
                 self.closed = True
 
     async def handle(self, line: bytes) -> None:
+        """`dispatch(line)`, awaitable."""
+        self.dispatch(line)
+
+    def take(self, line: bytes | None) -> None:
+        """A line as the reader gets it off stdin (None: stdin ended), dispatched right there on the event
+        loop: a message goes on without waking a reading coroutine first (a hand-off less per call)."""
+        if line is None or self.closed:
+            if not self.ended.done():
+                self.ended.set_result(None)
+            return
+        if line.strip():
+            try:
+                self.dispatch(line)
+            except Exception:  # our bug: logged, and the server goes on with the next message
+                log.exception("stdio: a message could not be handled")
+
+    def dispatch(self, line: bytes) -> None:
         """One line from the client: a request (answered, tools/call on its own task), a
         notification, or a response (ignored: this server sends no request)."""
         try:
@@ -199,7 +219,46 @@ class StdioServer:
                                                 "(an object)")
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        self._track(rid, self.call(rid, name, arguments, token if _valid_id(token) else None, modern))
+        token = token if _valid_id(token) else None
+        prepared = None
+        if not modern and token is None and name in self.gate.tools and self.gate.tools[name].compute:
+            prepared = self.now(rid, name, arguments)
+            if prepared is None:
+                return
+        self._track(rid, self.call(rid, name, arguments, token, modern, prepared))
+
+    def now(self, rid: Any, name: str, arguments: dict[str, Any]) -> Prepared | None:
+        """A search call served as its line arrives (core.serve_here: a quick one, the compute thread
+        idle), or its refusal or failure answered: None. Else its tool and request, checked and
+        validated once, for the task that serves it (`call`)."""
+        before = self.gate.hidden()
+        prepared = self.prepare(name, arguments)
+        try:
+            if isinstance(prepared, dict):
+                self.send({"jsonrpc": "2.0", "id": rid, "result": prepared})
+                return None
+            tool, request = prepared
+            try:
+                if not serve_here(self.engine, tool, request, lambda payload: self.answered(rid, tool, payload)):
+                    return prepared
+            except Exception as e:
+                self.send({"jsonrpc": "2.0", "id": rid, "result": _tool_result(self.gate.failure(name, e), True)})
+            return None
+        finally:
+            if self.gate.hidden() != before:
+                self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+
+    def prepare(self, name: str, arguments: dict[str, Any]) -> Prepared | dict[str, Any]:
+        """The call's tool and its request (the gate's checks passed, the arguments validated), or MCP's
+        tool result of its refusal or invalid arguments (a tool error)."""
+        why = self.gate.refusal(name, arguments)
+        if why is not None:
+            return _tool_result(why, True)
+        tool = self.gate.tools[name]  # the gate refused any other name
+        try:
+            return tool, self.gate.request_now(tool, arguments)
+        except Exception as e:
+            return _tool_result(self.gate.failure(name, e), True)
 
     def _track(self, rid: Any, work: Coroutine[Any, Any, None]) -> None:
         """Serve request `rid` on a task of its own, which notifications/cancelled cancels."""
@@ -234,10 +293,10 @@ class StdioServer:
         self._track(rid, answer())
 
     async def call(self, rid: Any, name: str, arguments: dict[str, Any], token: str | int | None = None,
-                   modern: bool = False) -> None:
+                   modern: bool = False, prepared: Prepared | None = None) -> None:
         before = self.gate.hidden()
         try:
-            refused = await self.result(rid, name, arguments, token, modern)
+            refused = await self.result(rid, name, arguments, token, modern, prepared)
             if refused is not None:
                 self.send({"jsonrpc": "2.0", "id": rid, "result": stamped(refused, "tools/call") if modern else refused})
         except asyncio.CancelledError:  # notifications/cancelled: the client expects no answer
@@ -246,17 +305,17 @@ class StdioServer:
             if self.gate.hidden() != before:
                 self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
-    async def result(self, rid: Any, name: str, arguments: dict[str, Any],
-                     token: str | int | None = None, modern: bool = False) -> dict[str, Any] | None:
+    async def result(self, rid: Any, name: str, arguments: dict[str, Any], token: str | int | None = None,
+                     modern: bool = False, prepared: Prepared | None = None) -> dict[str, Any] | None:
         """Serve the call, whose thread writes its answer (None); or MCP's tool result of its
         refusal or failure (a tool error) for the loop to write. `token`: the client's
-        progressToken, which the call's long work reports to (notifications/progress)."""
-        why = self.gate.refusal(name, arguments)
-        if why is not None:
-            return _tool_result(why, True)
-        tool = self.gate.tools[name]  # the gate refused any other name
+        progressToken, which the call's long work reports to (notifications/progress). `prepared`:
+        its tool and request, where `now` checked and validated them already."""
+        checked = self.prepare(name, arguments) if prepared is None else prepared
+        if isinstance(checked, dict):
+            return checked
+        tool, request = checked
         try:
-            request = await self.gate.request(tool, arguments)
             return await serve_call(self.engine, tool, request,
                                     lambda payload: self.answered(rid, tool, payload, modern),
                                     None if token is None else self.progress(token), at_once=True)
@@ -284,13 +343,9 @@ class StdioServer:
                            "params": {"progressToken": token, "progress": done, "total": total, "message": what}})
         return send
 
-    async def serve(self, lines: asyncio.Queue[bytes | None]) -> None:
-        while not self.closed and (line := await lines.get()) is not None:
-            if line.strip():
-                try:
-                    await self.handle(line)
-                except Exception:  # our bug: logged, and the server goes on with the next message
-                    log.exception("stdio: a message could not be handled")
+    async def serve(self) -> None:
+        """Until stdin ends (`take` is given each line), then the client's calls and tasks are dropped."""
+        await self.ended
         works = [t.work for t in self.tasks.tasks.values() if t.work is not None]
         for task in [*self.running.values(), *works]:  # the client is gone: its calls' and tasks' work is dropped
             task.cancel()
@@ -331,10 +386,11 @@ def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
     server = StdioServer(engine, tools, out)
 
     async def main() -> None:
-        lines: asyncio.Queue[bytes | None] = asyncio.Queue()
-        if not read_on_loop(asyncio.get_running_loop(), lines):
-            read_on_thread(asyncio.get_running_loop(), lines)
-        await server.serve(lines)
+        loop = asyncio.get_running_loop()
+        server.ended = loop.create_future()
+        if not read_on_loop(loop, server.take):
+            read_on_thread(loop, server.take)
+        await server.serve()
 
     try:
         asyncio.run(main())
