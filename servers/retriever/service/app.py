@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..api import grants
 from ..api.models import DeploySearchRequest, Request, argument_problems, unreadable_json
 from ..api.registry import BY_NAME, TOOLS
+from ..api.replies import json_bytes
 from ..errors import (
     ForbiddenError,
     IndexMissingError,
@@ -102,6 +103,11 @@ class Service:
         """Queue `request`, wait for its reply, drop it if the caller goes away or time runs out."""
         if self.problem is not None or self.batcher is None:
             return _error(503, f"not ready: {self.problem}", retry_after=1)
+        served = self.batcher.now(request)
+        if served is not None:
+            if isinstance(served, Exception):  # answered by _answer, as a queued request's error is
+                raise served
+            return _json_reply(grants.visible(PRINCIPAL.get(), served))
         try:
             job = self.batcher.submit(request)
         except QueueFull as e:
@@ -114,7 +120,7 @@ class Service:
         finally:
             gone.cancel()
         if job.future in done:  # result() raises the job's error, answered by _answer
-            return JSONResponse(grants.visible(PRINCIPAL.get(), job.future.result()))
+            return _json_reply(grants.visible(PRINCIPAL.get(), job.future.result()))
         return self._given_up(job, "disconnected" if gone in done else "timeout")
 
     def _given_up(self, job: Job, reason: str) -> Response:
@@ -158,6 +164,12 @@ def _backend_problem(engine: Retriever) -> str | None:
     from disk) is as ready as its load was; a Milvus one asks the server each time."""
     check = getattr(engine.dense, "health", None)
     return check(READY_TIMEOUT_S) if callable(check) else None
+
+
+def _json_reply(payload: Any) -> Response:
+    """A reply's JSON by our serialiser (api/replies.py json_bytes: a sixth of json.dumps' time, which
+    Starlette's JSONResponse uses; NaN as null, a lone surrogate escaped, where json.dumps refuses both)."""
+    return Response(json_bytes(payload), media_type="application/json")
 
 
 def _error(status: int, message: str, retry_after: int | None = None) -> JSONResponse:

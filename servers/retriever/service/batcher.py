@@ -124,6 +124,37 @@ class Batcher:
         self._arrived.set()
         return job
 
+    def now(self, request: Request) -> Payload | Exception | None:
+        """A quick search (api/hits.py quick) of a lone caller (no other request inside the service, none
+        waiting here) served right here on the event loop, in the idle compute thread's place, as the
+        worker would serve it (`_searched`) without its turn: the reply, or the error it raised. None
+        where it is not one, or not now (`submit` queues it)."""
+        if (self._jobs or self._pieces or not searches(request) or request.given("llm_rerank") is not None
+                or not self.alone() or not quick(self.engine, request)):
+            return None
+        queries = as_queries(request.query_list)  # type: ignore[attr-defined]
+        if len(queries) > self.max_batch:
+            return None
+        with compute.here() as here:
+            if not here:
+                return None
+            caller = CALLER.get()
+            job = Job(request, "now", queries, asyncio.get_running_loop().create_future(), caller=caller,
+                      principal=PRINCIPAL.get())
+            self._turn += 1
+            self._served[caller] = self._turn
+            self.metrics.batch_requests.observe(1)
+            self.metrics.batch_queries.observe(max(1, len(queries)))
+            ctx = contextvars.copy_context()
+            ctx.run(FROM_CLIENT.set, True)  # as the worker's context: the service's callers are clients
+            start = time.perf_counter()
+            try:
+                result: Payload | Exception | None = ctx.run(compute.whole(self._serve), [job])[0]
+            except Exception as e:  # as a batch that failed: its caller gets the error
+                result = e
+            self.metrics.batch_seconds.observe(time.perf_counter() - start)
+            return result
+
     def drop(self, job: Job, reason: str) -> bool:
         """Take `job` off the queue if it has not started, or stop it (at its next piece or chunk
         of queries) if it has; True if it was taken off the queue."""
