@@ -94,18 +94,18 @@ from retriever.embedders import exported
 from retriever.mcp import stdio
 from retriever.mcp.core import Gate
 from retriever.service import app as service, batcher
-from starlette.responses import JSONResponse
 marked(stdio.Lines, "feed", "read")
-amarked(Gate, "request", "validate", "validated")
+marked(Gate, "request_now", "validate", "validated")
 marked(calls, "hits", "work", "work_end")
 marked(exported.OpenVinoSession, "__call__", "infer", "infer_end")
 marked(exported.OnnxSession, "__call__", "infer", "infer_end")
-marked(stdio.StdioServer, "send", "send")
+marked(stdio.StdioServer, "write", "send")
 amarked(service, "_request", "body", "validated")
+marked(batcher.Batcher, "now", "submit")  # a lone quick search: served there; else queued
 marked(batcher.Batcher, "submit", "submit")
 marked(batcher.Batcher, "_serve", "serve", "served")
 marked(batcher, "_settle", "settle")
-marked(JSONResponse, "render", "render", "rendered")
+marked(service, "_json_reply", "render", "rendered")
 import sys
 from retriever.main import main
 sys.exit(main())
@@ -143,7 +143,7 @@ STEPS = {
     "stdio": [("the client's write to the server's read", "sent", "read"),
               ("read to the work", "read", "work"),
               ("  of it: read to the arguments validated", "read", "validated"),
-              ("  of it: validated to the work (the compute thread)", "validated", "work"),
+              ("  of it: validated to the work (grants, the quick check: mcp/core.py serve_here)", "validated", "work"),
               ("the work (the search)", "work", "work_end"),
               ("  of it: to the encoder's run (tokenizing)", "work", "infer"),
               ("  of it: the encoder's run", "infer", "infer_end"),
@@ -154,15 +154,15 @@ STEPS = {
     "http": [("the client's send to the app", "sent", "app"),
              ("the app to the work", "app", "work"),
              ("  of it: the body read and validated", "app", "validated"),
-             ("  of it: validated to queued (grants, the search spec)", "validated", "submit"),
-             ("  of it: queued to the service thread", "submit", "serve"),
-             ("  of it: the service thread to the work", "serve", "work"),
+             ("  of it: validated to the batcher (grants, the search spec)", "validated", "submit"),
+             ("  of it: the batcher to its serve (at once, or queued)", "submit", "serve"),
+             ("  of it: its serve to the work", "serve", "work"),
              ("the work (the search)", "work", "work_end"),
              ("  of it: to the encoder's run (tokenizing, the compute thread)", "work", "infer"),
              ("  of it: the encoder's run", "infer", "infer_end"),
              ("  of it: the index search and hits", "infer_end", "work_end"),
              ("the work to the app's end (the reply sent)", "work_end", "app_end"),
-             ("  of it: the work to the loop (the reply settled)", "work_end", "settle"),
+             ("  of it: the work to the reply's JSON", "work_end", "render"),
              ("  of it: the reply's JSON", "render", "rendered"),
              ("  of it: the JSON to the app's end", "rendered", "app_end"),
              ("the app's end to the client's return", "app_end", "got"),
