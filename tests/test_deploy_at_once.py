@@ -86,6 +86,31 @@ def test_a_search_that_is_not_quick_is_queued(built_project: Path) -> None:
 
 def test_an_error_served_at_once_is_answered_as_a_queued_one(built_project: Path) -> None:
     bodies = [{"query_list": [Q], "top_k": 3, "mode": "sparse"}]  # no sparse model in this project
-    now, _ = _serve(built_project, bodies)
-    worker, _ = _serve(built_project, bodies, alone=False)
+    now, (queued_now, _) = _serve(built_project, bodies)
+    worker, (queued_worker, _) = _serve(built_project, bodies, alone=False)
+    assert queued_now == [] and len(queued_worker) == 1  # answered where it arrived; else queued
     assert now == worker and now[0][0] >= 400
+
+
+def test_the_replys_json_is_what_json_dumps_gave() -> None:
+    """Replies are written by api/replies.py json_bytes (app.py _json_reply), no longer by Starlette's
+    JSONResponse (json.dumps): the same JSON; NaN, which json.dumps refused (a 500), as null."""
+    from retriever.service.app import _json_reply
+    from starlette.responses import JSONResponse
+
+    payload = {"ret_ids": [["d1", "d2"]], "ret_scores": [[0.5, 1e-05]], "ret_psg": [["é€𝄞 \"quoted\"\n"]],
+               "none": None, "big": 12345678901234567890, "flag": True}
+    ours = _json_reply(payload)
+    assert json.loads(ours.body) == json.loads(JSONResponse(payload).body)
+    assert ours.media_type == "application/json"
+    assert json.loads(_json_reply({"score": float("nan")}).body) == {"score": None}
+
+
+def test_callers_long_gone_are_forgotten_when_served_at_once() -> None:
+    """Batcher.now takes a turn as the worker's _take does, and forgets callers with nothing waiting
+    once they pass 4 x max_queue, as _take does."""
+    batcher = Batcher.__new__(Batcher)
+    batcher._turn, batcher._served, batcher._jobs, batcher.max_queue = 0, {}, [], 4
+    for i in range(100):
+        batcher._served_now(f"caller {i}")
+    assert len(batcher._served) <= 4 * 4 + 1 and batcher._turn == 100

@@ -160,15 +160,21 @@ class OpenVinoSession:
             "INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY"})
         self._request = self._compiled.create_infer_request()
         self._tensor = ov.Tensor
+        # our arrays are int64 (ExportedEmbedder._feeds): shared as they are where the graph takes int64
+        self._shared = all(port.get_element_type() == ov.Type.i64 for port in self._compiled.inputs)
+        self._held: dict[str, np.ndarray] = {}
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         # Our arrays as the request's input tensors, without a copy, then `infer()` with no inputs:
         # `infer(feeds)` copies each array into the request's own tensor through OpenVINO's Python
-        # dispatcher, reshaping it, which took 0.3-0.4 ms more a single query here (1.98 against
-        # 1.59 ms, medians of 900 alternated calls, bf16; bench/LEAN.md call-overhead). The arrays
-        # are C-contiguous int64 (ExportedEmbedder._feeds), as the model's inputs are.
+        # dispatcher, reshaping it: a single query's run took 0.1 ms more that way here (1.50-1.53
+        # against 1.40-1.42 ms, medians of 1,500 calls each, the order shuffled, bf16). The request
+        # keeps pointing at the arrays until the next call sets its own: they are held till then.
         request = self._request
-        for name, array in feeds.items():
+        if not self._shared:  # another input type: the dispatcher converts
+            return np.array(request.infer(feeds)[0])
+        self._held = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
+        for name, array in self._held.items():
             request.set_tensor(name, self._tensor(array, shared_memory=True))
         request.infer()
         return np.array(request.get_output_tensor(0).data)  # a copy: the request reuses its buffer

@@ -91,6 +91,7 @@ class Batcher:
         self.max_per_caller = min(settings.max_queue_per_caller, settings.max_queue)
         self.metrics = metrics
         self._turn = 0  # counts batches served; a caller's last turn decides who goes next
+        self._last = 1  # requests in the last batch served (the worker waits for as many under load)
         self._served: dict[str, int] = {}  # caller -> the turn it was last served
         self._jobs: deque[Job] = deque()
         self._pieces: deque[Job] = deque()  # requests cut into pieces, between two of their pieces
@@ -141,8 +142,8 @@ class Batcher:
             caller = CALLER.get()
             job = Job(request, "now", queries, asyncio.get_running_loop().create_future(), caller=caller,
                       principal=PRINCIPAL.get())
-            self._turn += 1
-            self._served[caller] = self._turn
+            self._served_now(caller)
+            self._last = 1  # a lone caller's batch of one: the next queued request does not wait for company
             self.metrics.batch_requests.observe(1)
             self.metrics.batch_queries.observe(max(1, len(queries)))
             ctx = contextvars.copy_context()
@@ -174,16 +175,15 @@ class Batcher:
         loop = self._loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         ctx.run(FROM_CLIENT.set, True)  # the service's callers are clients: guard.py's checks apply
-        last = 1  # requests in the last batch
         while True:
             await self._wake.wait()
-            await self._gather(last)
+            await self._gather(self._last)
             jobs = self._take()
             if not self._jobs and not self._pieces:
                 self._wake.clear()
             if not jobs:
                 continue
-            last = len(jobs)
+            self._last = len(jobs)
             self.metrics.batch_requests.observe(len(jobs))
             self.metrics.batch_queries.observe(max(1, sum(len(j.queries) for j in jobs)))
             start = time.perf_counter()
@@ -243,13 +243,17 @@ class Batcher:
         # callers in turn: the waiting job of the caller served longest ago (arrival order among equals)
         first = min(self._jobs, key=lambda j: self._served.get(j.caller, -1))
         self._jobs.remove(first)
-        self._turn += 1
-        self._served[first.caller] = self._turn
-        if len(self._served) > 4 * self.max_queue:  # callers long gone
-            self._served = {c: t for c, t in self._served.items() if any(j.caller == c for j in self._jobs)}
+        self._served_now(first.caller)
         if first.key is None or len(first.queries) > self.max_batch:
             return [first]
         return self._with_its_key(first)
+
+    def _served_now(self, caller: str) -> None:
+        """`caller` takes this turn; callers long gone are forgotten (those with no request waiting)."""
+        self._turn += 1
+        self._served[caller] = self._turn
+        if len(self._served) > 4 * self.max_queue:
+            self._served = {c: t for c, t in self._served.items() if any(j.caller == c for j in self._jobs)}
 
     def _with_its_key(self, first: Job) -> list[Job]:
         """`first` (off the queue already) and the waiting jobs of its key, within max_batch queries."""
