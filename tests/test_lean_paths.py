@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -107,3 +108,29 @@ def test_the_budgets_bound_keeps_what_counting_keeps(lists: list[list[Hit]], bud
 def test_given_is_getattr(name: str) -> None:
     for r in (agent.SearchRequest(query="q", top_k=3), SEARCH_REQUESTS["dense"](query_list=["q"])):
         assert r.given(name, "missing") == getattr(r, name, "missing")
+
+
+def test_disk_stamp_sees_a_manifest_come_and_go(tmp_path: Path) -> None:
+    """disk_stamp remembers which manifests were missing, to look for them without an exception: one
+    that appears later (a first write's change log, another process's first index) is seen at once,
+    and so is one replaced or removed."""
+    from retriever.config import load_config
+    from retriever.session import disk_stamp
+    from retriever.store.persist import MANIFEST
+    from retriever.testing.projects import write_project
+
+    cfg = load_config(write_project(tmp_path))
+    docs = cfg.paths().docs / MANIFEST
+    first = disk_stamp(cfg)
+    assert first[0] is None and disk_stamp(cfg) == first  # no change log yet, asked twice
+    docs.parent.mkdir(parents=True, exist_ok=True)
+    docs.write_text("{}")
+    appeared = disk_stamp(cfg)
+    assert appeared[0] is not None and appeared[1:] == first[1:]
+    replacement = docs.with_name("next")
+    replacement.write_text("{ }")
+    replacement.replace(docs)  # published anew: another inode and size
+    replaced = disk_stamp(cfg)
+    assert replaced[0] not in (None, appeared[0])
+    docs.unlink()
+    assert disk_stamp(cfg)[0] is None

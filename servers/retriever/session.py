@@ -264,16 +264,31 @@ def reopen(s: Session, tries: int = 3) -> Session:
 def disk_stamp(cfg: Config) -> tuple[Any, ...]:
     """Each published manifest the session loads from (change log, FAISS, BM25): its inode, size
     and mtime. Publishing renames a new folder into place, so a new publish changes it; three
-    stat calls per search."""
-    paths = cfg.paths()
+    stat calls per search. A manifest that was not there last time (a collection without a change
+    log) is looked for with os.access, which says so without the exception os.stat raises."""
+    global _stamped
+    seen, names, there = _stamped
+    if seen is not cfg:  # the paths of the configuration stamped last, kept (a session's config is replaced, never changed)
+        paths = cfg.paths()
+        names, there = _manifests(paths.docs, paths.faiss, paths.bm25), [True, True, True]
+        _stamped = (cfg, names, there)
     out: list[Any] = []
-    for name in _manifests(paths.docs, paths.faiss, paths.bm25):
+    for i, name in enumerate(names):
+        if not there[i] and not os.access(name, os.F_OK):
+            out.append(None)
+            continue
         try:
             st = os.stat(name)
             out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+            there[i] = True
         except OSError:
             out.append(None)
+            there[i] = False  # a hint only: the next call asks os.access first
     return tuple(out)
+
+
+# disk_stamp's last configuration, its manifests and which of them were there
+_stamped: tuple[Config | None, tuple[str, ...], list[bool]] = (None, (), [])
 
 
 @functools.lru_cache(maxsize=64)

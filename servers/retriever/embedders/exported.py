@@ -173,8 +173,8 @@ class OpenVinoSession:
         request = self._request
         if not self._shared:  # another input type: the dispatcher converts
             return np.array(request.infer(feeds)[0])
-        self._held = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
-        for name, array in self._held.items():
+        self._held = feeds  # C-contiguous int64, as ExportedEmbedder._feeds makes them
+        for name, array in feeds.items():
             request.set_tensor(name, self._tensor(array, shared_memory=True))
         request.infer()
         return np.array(request.get_output_tensor(0).data)  # a copy: the request reuses its buffer
