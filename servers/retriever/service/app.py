@@ -107,7 +107,7 @@ class Service:
         if served is not None:
             if isinstance(served, Exception):  # answered by _answer, as a queued request's error is
                 raise served
-            return _json_reply(grants.visible(PRINCIPAL.get(), served))
+            return _json_reply(served)
         try:
             job = self.batcher.submit(request)
         except QueueFull as e:
@@ -120,7 +120,7 @@ class Service:
         finally:
             gone.cancel()
         if job.future in done:  # result() raises the job's error, answered by _answer
-            return _json_reply(grants.visible(PRINCIPAL.get(), job.future.result()))
+            return _json_reply(job.future.result())
         return self._given_up(job, "disconnected" if gone in done else "timeout")
 
     def _given_up(self, job: Job, reason: str) -> Response:
@@ -167,9 +167,10 @@ def _backend_problem(engine: Retriever) -> str | None:
 
 
 def _json_reply(payload: Any) -> Response:
-    """A reply's JSON by our serialiser (api/replies.py json_bytes: a sixth of json.dumps' time, which
-    Starlette's JSONResponse uses; NaN as null, a lone surrogate escaped, where json.dumps refuses both)."""
-    return Response(json_bytes(payload), media_type="application/json")
+    """A search's reply for its caller (a listing of collections cut to those it may read), as JSON by our
+    serialiser (api/replies.py json_bytes: a sixth of json.dumps' time, which Starlette's JSONResponse
+    uses; NaN as null, a lone surrogate escaped, where json.dumps refuses both)."""
+    return Response(json_bytes(grants.visible(PRINCIPAL.get(), payload)), media_type="application/json")
 
 
 def _error(status: int, message: str, retry_after: int | None = None) -> JSONResponse:

@@ -22,13 +22,14 @@ stops at its next piece, or at its search's next chunk of queries (limits.CANCEL
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -143,18 +144,26 @@ class Batcher:
             job = Job(request, "now", queries, asyncio.get_running_loop().create_future(), caller=caller,
                       principal=PRINCIPAL.get())
             self._served_now(caller)
-            self._last = 1  # a lone caller's batch of one: the next queued request does not wait for company
-            self.metrics.batch_requests.observe(1)
-            self.metrics.batch_queries.observe(max(1, len(queries)))
             ctx = contextvars.copy_context()
             ctx.run(FROM_CLIENT.set, True)  # as the worker's context: the service's callers are clients
-            start = time.perf_counter()
-            try:
-                result: Payload | Exception | None = ctx.run(compute.whole(self._serve), [job])[0]
-            except Exception as e:  # as a batch that failed: its caller gets the error
-                result = e
+            with self._batch([job]):
+                try:
+                    return ctx.run(compute.whole(self._serve), [job])[0]
+                except Exception as e:  # as a batch that failed: its caller gets the error
+                    return e
+
+    @contextlib.contextmanager
+    def _batch(self, jobs: list[Job]) -> Iterator[None]:
+        """A batch served: its size (which the worker's next batch waits for under load, _gather), and its
+        requests, queries and seconds in the metrics."""
+        self._last = len(jobs)
+        self.metrics.batch_requests.observe(len(jobs))
+        self.metrics.batch_queries.observe(max(1, sum(len(j.queries) for j in jobs)))
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
             self.metrics.batch_seconds.observe(time.perf_counter() - start)
-            return result
 
     def drop(self, job: Job, reason: str) -> bool:
         """Take `job` off the queue if it has not started, or stop it (at its next piece or chunk
@@ -183,15 +192,11 @@ class Batcher:
                 self._wake.clear()
             if not jobs:
                 continue
-            self._last = len(jobs)
-            self.metrics.batch_requests.observe(len(jobs))
-            self.metrics.batch_queries.observe(max(1, sum(len(j.queries) for j in jobs)))
-            start = time.perf_counter()
-            try:
-                results = await self._searched(loop, ctx, jobs)
-            except Exception as e:  # the batch failed as a whole: every caller gets the error
-                results = [e] * len(jobs)
-            self.metrics.batch_seconds.observe(time.perf_counter() - start)
+            with self._batch(jobs):
+                try:
+                    results = await self._searched(loop, ctx, jobs)
+                except Exception as e:  # the batch failed as a whole: every caller gets the error
+                    results = [e] * len(jobs)
             for job, result in zip(jobs, results):
                 if result is None and not job.future.done():  # a piece: more to come, after the others' turn
                     self._pieces.append(job)
