@@ -143,7 +143,7 @@ STEPS = {
     "stdio": [("the client's write to the server's read", "sent", "read"),
               ("read to the work", "read", "work"),
               ("  of it: read to the arguments validated", "read", "validated"),
-              ("  of it: validated to the work (grants, the quick check: mcp/core.py serve_here)", "validated", "work"),
+              ("  of it: validated to the work (grants, the quick check: mcp/serving.py serve_here)", "validated", "work"),
               ("the work (the search)", "work", "work_end"),
               ("  of it: to the encoder's run (tokenizing)", "work", "infer"),
               ("  of it: the encoder's run", "infer", "infer_end"),

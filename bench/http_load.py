@@ -1,5 +1,5 @@
 """MCP over streamable HTTP with concurrent clients: does running a small search whole on the compute
-thread (mcp/core.py `serve_call`) cost throughput when many clients share one server? This tree's
+thread (mcp/serving.py `serve_call`) cost throughput when many clients share one server? This tree's
 server against a baseline tree's (`--baseline DIR`, e.g. a `git worktree` of the commit before that
 change: the whole trees are compared, so other changes since count too), each `retriever serve
 --transport http --init` on SciFact with the same venv, runtime and indexes; 1, 4 and 16 clients

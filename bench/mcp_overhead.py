@@ -65,7 +65,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "LEAN.md")
     args = ap.parse_args()
-    import retriever.mcp.core as tools
+    import retriever.mcp.serving as tools
     from fastmcp import FastMCP
     from retriever.api.calls import search
     from retriever.api.models import BM25SearchRequest

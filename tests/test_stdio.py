@@ -378,7 +378,7 @@ def test_a_child_forked_while_the_compute_lock_is_held_exits() -> None:
 
 
 def test_a_quick_search_is_answered_as_its_line_arrives(built_project: Path) -> None:
-    """A quick search is served in `dispatch` itself (mcp/core.py serve_here): its answer is written
+    """A quick search is served in `dispatch` itself (mcp/serving.py serve_here): its answer is written
     before dispatch returns, with no task made for it. A search that is not quick (a filter) goes
     on a task, validated once (its request handed over, not validated again); a search whose
     arguments do not validate is answered in dispatch too."""

@@ -5,7 +5,7 @@ arrive on changing worker threads, each brings its own team and they fight over 
 2 cores a one-query encode took 13 ms instead of 6.5 ms. Running that work on one thread keeps
 one team.
 
-A small search call runs on this thread from the start (mcp/core.py `serve_call`, through
+A small search call runs on this thread from the start (mcp/serving.py `serve_call`, through
 `whole`), not on a worker that hands its encode here and waits: each hand-off between threads
 costs about 0.1 ms on this machine's 2 virtual cores (bench/LEAN.md). Such a call may wait for a
 lock that a worker holds while that worker waits for this thread (the agent's first opening of

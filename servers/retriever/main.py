@@ -31,7 +31,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         started()  # garbage collection back on, start-up's objects frozen (memory.py)
     except (RetrieverError, ValueError, OSError) as e:
         if args.transport == "stdio":  # the client sees why, not only "Connection closed"; then exit 2
-            from .mcp.stdio import refuse_requests
+            from .mcp.stdin import refuse_requests
 
             print(f"retriever serve: error: {e}", file=sys.stderr, flush=True)
             refuse_requests(f"retriever serve: {e}")

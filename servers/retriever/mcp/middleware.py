@@ -26,8 +26,10 @@ from ..security.http_guard import parsed, read_body, replay
 from ..security.oauth import insufficient_scope
 from ..security.principals import PRINCIPAL
 from . import tasks
-from .core import REACHED, Gate, Refused
+from .core import Gate, Refused
 from .eras import MODERN
+from .jsonrpc import INVALID_REQUEST  # in the body of the 403 (MCP names no code for it)
+from .serving import REACHED
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
@@ -79,7 +81,6 @@ class ToolErrors(Middleware):
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-INVALID_REQUEST = -32600  # JSON-RPC's code in the body of the 403 (MCP names none for it)
 
 
 class ScopeChallenge:

@@ -1,13 +1,17 @@
 """The client's messages off stdin, for the stdio server (stdio.py): newline-delimited lines out of
 chunks of bytes as they arrive (Lines), read on the event loop where it can watch fd 0, else on a
-thread of their own; and a plain reading of a file descriptor's lines (read_lines)."""
+thread of their own; a plain reading of a file descriptor's lines (read_lines); and the answer of a
+server that cannot start (refuse_requests)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 from collections.abc import Callable, Iterator
+
+from .jsonrpc import INTERNAL_ERROR, error, valid_id
 
 
 class Lines:
@@ -49,6 +53,22 @@ def read_lines(fd: int) -> Iterator[bytes]:
             break
         yield from lines.feed(chunk)
     yield from lines.rest()
+
+
+def refuse_requests(message: str) -> None:
+    """A server that cannot start still answers its client: every request on stdin (the client's
+    `initialize` first) gets `message` as a JSON-RPC error, until the client closes stdin, so the
+    client shows the configuration problem instead of "Connection closed" (exiting at once would
+    race the reply). Returns at once when stdin is a terminal (a person reads stderr)."""
+    if os.isatty(0):
+        return
+    for line in read_lines(0):
+        try:
+            request = json.loads(line)
+        except (ValueError, RecursionError):  # not JSON: not a request this can answer
+            continue
+        if isinstance(request, dict) and "method" in request and valid_id(request.get("id")):
+            os.write(1, json.dumps(error(request["id"], INTERNAL_ERROR, message)).encode() + b"\n")
 
 
 def read_on_loop(loop: asyncio.AbstractEventLoop, take: Callable[[bytes | None], None]) -> bool:

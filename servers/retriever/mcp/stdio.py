@@ -27,7 +27,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from .. import package_version
@@ -39,11 +39,22 @@ from ..api.tool import Tool
 from ..errors import RetrieverError
 from ..security.limits import cancelled
 from . import definitions, tasks
-from .core import Gate, serve_call, serve_here
+from .core import Gate
 from .core import tool_result as _tool_result
 from .eras import MODERN, modern_version, stamped, unsupported
+from .jsonrpc import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    RESOURCE_NOT_FOUND,
+    ProtocolError,
+    error,
+    valid_id,
+)
+from .serving import serve_call, serve_here
 from .stdin import Lines as Lines  # re-exported (bench/call_spans.py marks its feed)
-from .stdin import read_lines, read_on_loop, read_on_thread
+from .stdin import read_on_loop, read_on_thread
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
@@ -52,15 +63,7 @@ log = logging.getLogger("retriever.mcp")
 Prepared = tuple[Tool, Request]  # a call's tool and its request, checked and validated (StdioServer.prepare)
 
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # the initialize handshake's revisions
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
-RESOURCE_NOT_FOUND = -32002  # MCP's code for resources/read of an unknown URI
 EMPTY = {"resources/list": "resources", "resources/templates/list": "resourceTemplates", "prompts/list": "prompts"}
-
-
-class ProtocolError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class StdioServer:
@@ -120,24 +123,24 @@ class StdioServer:
         try:
             message = json.loads(line)
         except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past Python's recursion limit
-            self.send(_error(None, PARSE_ERROR, "Parse error: each line must be one JSON-RPC message"))
+            self.send(error(None, PARSE_ERROR, "Parse error: each line must be one JSON-RPC message"))
             return
         if not isinstance(message, dict):
-            self.send(_error(None, INVALID_REQUEST, "Invalid request: a JSON-RPC message is an object (no batches)"))
+            self.send(error(None, INVALID_REQUEST, "Invalid request: a JSON-RPC message is an object (no batches)"))
             return
         method, params, rid = message.get("method"), message.get("params"), message.get("id")
         params = {} if params is None else params
-        if "id" in message and not _valid_id(rid):
-            self.send(_error(None, INVALID_REQUEST, "Invalid request: an id is a string or an integer"))
+        if "id" in message and not valid_id(rid):
+            self.send(error(None, INVALID_REQUEST, "Invalid request: an id is a string or an integer"))
             return
         if method is None and ("result" in message or "error" in message):
             return  # a response to a request this server never sent
         if not isinstance(method, str):
             if "id" in message:
-                self.send(_error(rid, INVALID_REQUEST, "Invalid request: method is a string"))
+                self.send(error(rid, INVALID_REQUEST, "Invalid request: method is a string"))
             return
         if "id" not in message:
-            if method == "notifications/cancelled" and isinstance(params, dict) and _valid_id(params.get("requestId")):
+            if method == "notifications/cancelled" and isinstance(params, dict) and valid_id(params.get("requestId")):
                 task = self.running.get(params["requestId"])
                 if task is not None:
                     task.cancel()
@@ -163,7 +166,7 @@ class StdioServer:
             result = self.answer(method, params)
             self.send({"jsonrpc": "2.0", "id": rid, "result": stamped(result, method) if modern else result})
         except ProtocolError as e:
-            self.send(_error(rid, e.code, str(e)))
+            self.send(error(rid, e.code, str(e)))
 
     def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "server/discover":  # the stateless revision's handshake-free description
@@ -219,7 +222,7 @@ class StdioServer:
                                                 "(an object)")
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        token = token if _valid_id(token) else None
+        token = token if valid_id(token) else None
         prepared = None
         if not modern and token is None and name in self.gate.tools and self.gate.tools[name].compute:
             prepared = self.now(rid, name, arguments)
@@ -228,12 +231,11 @@ class StdioServer:
         self._track(rid, self.call(rid, name, arguments, token, modern, prepared))
 
     def now(self, rid: Any, name: str, arguments: dict[str, Any]) -> Prepared | None:
-        """A search call served as its line arrives (core.serve_here: a quick one, the compute thread
+        """A search call served as its line arrives (serving.serve_here: a quick one, the compute thread
         idle), or its refusal or failure answered: None. Else its tool and request, checked and
         validated once, for the task that serves it (`call`)."""
-        before = self.gate.hidden()
-        prepared = self.prepare(name, arguments)
-        try:
+        with self.watching():
+            prepared = self.prepare(name, arguments)
             if isinstance(prepared, dict):
                 self.send({"jsonrpc": "2.0", "id": rid, "result": prepared})
                 return None
@@ -244,6 +246,14 @@ class StdioServer:
             except Exception as e:
                 self.send({"jsonrpc": "2.0", "id": rid, "result": _tool_result(self.gate.failure(name, e), True)})
             return None
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """notifications/tools/list_changed after a call that changed the tools the configuration
+        serves (retriever_init with another configuration)."""
+        before = self.gate.hidden()
+        try:
+            yield
         finally:
             if self.gate.hidden() != before:
                 self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
@@ -272,11 +282,11 @@ class StdioServer:
         background. The extension has no progress on tasks: a progressToken there gets none."""
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) and not extension else None
-        told = self.progress(token) if isinstance(token, str | int) and _valid_id(token) else None
+        told = self.progress(token) if isinstance(token, str | int) and valid_id(token) else None
         try:
             self.send({"jsonrpc": "2.0", "id": rid, "result": self.tasks.start("", self.gate, params, told, extension)})
         except tasks.TaskError as e:
-            self.send(_error(rid, e.code, str(e), e.data))
+            self.send(error(rid, e.code, str(e), e.data))
 
     def _answer_task(self, rid: Any, method: str, params: dict[str, Any], extension: bool = False) -> None:
         """tasks/get, /result (which waits for the task's end), /cancel, /list, on a task of their own;
@@ -288,22 +298,16 @@ class StdioServer:
                 result = await self.tasks.answer("", method, params, extension)
                 self.send({"jsonrpc": "2.0", "id": rid, "result": result})
             except tasks.TaskError as e:
-                self.send(_error(rid, e.code, str(e), e.data))
+                self.send(error(rid, e.code, str(e), e.data))
 
         self._track(rid, answer())
 
     async def call(self, rid: Any, name: str, arguments: dict[str, Any], token: str | int | None = None,
                    modern: bool = False, prepared: Prepared | None = None) -> None:
-        before = self.gate.hidden()
-        try:
+        with self.watching(), contextlib.suppress(asyncio.CancelledError):  # cancelled: the client expects no answer
             refused = await self.result(rid, name, arguments, token, modern, prepared)
             if refused is not None:
                 self.send({"jsonrpc": "2.0", "id": rid, "result": stamped(refused, "tools/call") if modern else refused})
-        except asyncio.CancelledError:  # notifications/cancelled: the client expects no answer
-            pass
-        finally:
-            if self.gate.hidden() != before:
-                self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
     async def result(self, rid: Any, name: str, arguments: dict[str, Any], token: str | int | None = None,
                      modern: bool = False, prepared: Prepared | None = None) -> dict[str, Any] | None:
@@ -352,31 +356,6 @@ class StdioServer:
         await asyncio.gather(*self.running.values(), *works, return_exceptions=True)
 
 
-def _valid_id(rid: Any) -> bool:
-    return isinstance(rid, str) or isinstance(rid, int) and not isinstance(rid, bool)
-
-
-def _error(rid: Any, code: int, message: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    return {"jsonrpc": "2.0", "id": rid, "error": {**error, "data": data} if data is not None else error}
-
-
-def refuse_requests(message: str) -> None:
-    """A server that cannot start still answers its client: every request on stdin (the client's
-    `initialize` first) gets `message` as a JSON-RPC error, until the client closes stdin, so the
-    client shows the configuration problem instead of "Connection closed" (exiting at once would
-    race the reply). Returns at once when stdin is a terminal (a person reads stderr)."""
-    if os.isatty(0):
-        return
-    for line in read_lines(0):
-        try:
-            request = json.loads(line)
-        except (ValueError, RecursionError):  # not JSON: not a request this can answer
-            continue
-        if isinstance(request, dict) and "method" in request and _valid_id(request.get("id")):
-            os.write(1, json.dumps(_error(request["id"], INTERNAL_ERROR, message)).encode() + b"\n")
-
-
 def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
     """Serve MCP on this process's stdin and stdout until the client closes stdin."""
     sys.stdout.flush()
@@ -399,4 +378,4 @@ def serve(engine: Retriever, tools: Sequence[Tool]) -> None:
             out.close()
 
 
-__all__ = ["StdioServer", "refuse_requests", "serve"]
+__all__ = ["ProtocolError", "StdioServer", "serve"]

@@ -1,7 +1,7 @@
 """MCP tasks (the 2025-11-25 revision's experimental utility), for both transports and without an
 MCP framework: a `tools/call` with `params.task`, of a tool listed with `execution.taskSupport`
 (api/tool.py `long`), is answered at once with the task, and the call runs on in the background
-through the same gate and serve_call as a plain call (core.py): the same refusals, limits and
+through the same gate (core.py) and serve_call (serving.py) as a plain call: the same refusals, limits and
 worker threads. `tasks/get` tells its status, `tasks/result` waits for its end and answers what the
 plain call would have (the CallToolResult), `tasks/cancel` cancels it as notifications/cancelled
 does a plain call (its work stops at its next chunk or file: limits.CANCEL), `tasks/list` lists them.
@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..security.limits import Report
+from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 
 if TYPE_CHECKING:
     from .core import Gate
@@ -50,14 +51,12 @@ MAX_TASKS = 256  # tasks the server keeps in all
 DEFAULT_TTL_MS = 10 * 60_000  # when the client names none
 MAX_TTL_MS = 60 * 60_000
 POLL_MS = 1000
-METHOD_NOT_FOUND, INVALID_PARAMS = -32601, -32602
 CANCELLED = -32800  # tasks/result of a cancelled task: the code a cancelled request has (LSP's RequestCancelled)
 METHODS = ("tasks/get", "tasks/result", "tasks/cancel", "tasks/list")
 EXTENSION = "io.modelcontextprotocol/tasks"  # SEP-2663: the 2026-07-28 revision's tasks
 EXTENSION_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"  # the _meta key of a stateless request
 MISSING_CAPABILITY = -32021  # Missing Required Client Capability
-INTERNAL_ERROR = -32603
 
 
 class TaskError(Exception):
@@ -241,7 +240,7 @@ class Tasks:
                 raise TaskError(INVALID_PARAMS, f"Cannot cancel task: it is already {task.status}")
             task.end("cancelled", "The task was cancelled by request.")
             if task.work is not None:
-                task.work.cancel()  # core.run sets the call's CANCEL event: its work stops at its next chunk
+                task.work.cancel()  # serving.run sets the call's CANCEL event: its work stops at its next chunk
             return task.wire()
         if method == "tasks/result":
             await task.ended.wait()
@@ -263,7 +262,7 @@ class Tasks:
         if method == "tasks/cancel" and not task.ended.is_set():  # an ended task stays as it ended
             task.end("cancelled", "The task was cancelled by request.")
             if task.work is not None:
-                task.work.cancel()  # core.run sets the call's CANCEL event: its work stops at its next chunk
+                task.work.cancel()  # serving.run sets the call's CANCEL event: its work stops at its next chunk
         return {"resultType": "complete"}  # tasks/update: none of our tasks asks for input; ignored
 
 

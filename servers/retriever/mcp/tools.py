@@ -20,8 +20,9 @@ from ..api.models import Request
 from ..api.registry import TOOLS
 from ..api.replies import reply
 from ..api.tool import Tool
-from .core import serve_call, tool_function
+from .core import tool_function
 from .definitions import PATH
+from .serving import serve_call
 
 if TYPE_CHECKING:
     from ..engine.retriever import Retriever
